@@ -1,0 +1,15 @@
+"""kinetrace: fast, exact Chrome-trace export for the PyTorch profiler.
+
+>>> import kinetrace
+>>> kinetrace.export_chrome_trace(prof, "trace.json.gz")
+"""
+
+from kinetrace._export import DEFAULT_COMPRESSLEVEL, ExportStats, export_chrome_trace
+from kinetrace._kinetrace import __version__
+
+__all__ = [
+    "DEFAULT_COMPRESSLEVEL",
+    "ExportStats",
+    "__version__",
+    "export_chrome_trace",
+]

@@ -1,0 +1,487 @@
+//! One export: the first pass is collected on the caller's thread, then batches go through
+//! a bounded queue to a writer thread that formats them and writes the output.
+//!
+//! The queue holds at most a few batches, so memory does not grow with the trace beyond
+//! the first-pass timings. Nothing here blocks without a timeout, so the Python layer can
+//! check for Ctrl-C while it waits.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::error::{panic_message, Error, Result};
+use crate::format::{self, Header};
+use crate::sink::{Encoding, Sink, SinkStats};
+use crate::trace::{Batch, FirstPass, Summary};
+
+/// Batches waiting to be formatted; two keep the writer busy while one more is extracted.
+pub const QUEUE_DEPTH: usize = 2;
+
+/// What a finished export wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExportStats {
+    /// Trace events written (metadata, activity, flow and closing events).
+    pub events: u64,
+    pub uncompressed_bytes: u64,
+    pub file_bytes: u64,
+}
+
+enum Job {
+    Header(Box<Header>),
+    Batch(Batch),
+    Tail(Vec<u8>),
+}
+
+/// Result of offering an item to the queue.
+pub enum Offer<T> {
+    Accepted,
+    /// The queue stayed full for the whole timeout; the item is handed back.
+    TimedOut(T),
+    /// The consumer is gone (it failed or the export was aborted).
+    Closed,
+}
+
+struct QueueState<T> {
+    items: VecDeque<T>,
+    /// No more items will be pushed.
+    closed: bool,
+    /// The consumer stopped: pushes fail, pops return nothing.
+    cancelled: bool,
+}
+
+/// A bounded multi-producer queue whose waits all take a timeout.
+struct BoundedQueue<T> {
+    state: Mutex<QueueState<T>>,
+    not_full: Condvar,
+    not_empty: Condvar,
+    capacity: usize,
+}
+
+impl<T> BoundedQueue<T> {
+    fn new(capacity: usize) -> Self {
+        BoundedQueue {
+            state: Mutex::new(QueueState {
+                items: VecDeque::with_capacity(capacity),
+                closed: false,
+                cancelled: false,
+            }),
+            not_full: Condvar::new(),
+            not_empty: Condvar::new(),
+            capacity,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, QueueState<T>> {
+        // A panic while holding this lock cannot leave the queue inconsistent (each
+        // operation is a single push or pop), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn offer(&self, item: T, timeout: Duration) -> Offer<T> {
+        let guard = self.lock();
+        let (mut guard, _) = self
+            .not_full
+            .wait_timeout_while(guard, timeout, |s| {
+                !s.cancelled && s.items.len() >= self.capacity
+            })
+            .unwrap_or_else(|p| p.into_inner());
+        if guard.cancelled || guard.closed {
+            return Offer::Closed;
+        }
+        if guard.items.len() >= self.capacity {
+            return Offer::TimedOut(item);
+        }
+        guard.items.push_back(item);
+        self.not_empty.notify_one();
+        Offer::Accepted
+    }
+
+    /// Blocks until an item arrives; `None` once closed and drained, or cancelled.
+    fn pop(&self) -> Option<T> {
+        let guard = self.lock();
+        let mut guard = self
+            .not_empty
+            .wait_while(guard, |s| !s.cancelled && !s.closed && s.items.is_empty())
+            .unwrap_or_else(|p| p.into_inner());
+        if guard.cancelled {
+            return None;
+        }
+        let item = guard.items.pop_front();
+        self.not_full.notify_all();
+        item
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.not_empty.notify_all();
+        self.not_full.notify_all();
+    }
+
+    fn cancel(&self) {
+        let mut guard = self.lock();
+        guard.cancelled = true;
+        guard.items.clear();
+        drop(guard);
+        self.not_empty.notify_all();
+        self.not_full.notify_all();
+    }
+}
+
+/// The writer thread: formats jobs in order and writes them; finishes the sink after the
+/// tail, discards it (removing the temporary file) otherwise.
+fn run_writer(summary: &Summary, queue: &BoundedQueue<Job>, mut sink: Sink) -> Result<ExportStats> {
+    let mut buf = Vec::with_capacity(4 << 20);
+    let mut events = format::push_process_events(&mut buf, summary);
+    let mut header_done = false;
+    let mut tail_done = false;
+    while let Some(job) = queue.pop() {
+        match job {
+            Job::Header(header) => {
+                let mut head = Vec::with_capacity(4096);
+                format::push_header(&mut head, summary, &header);
+                sink.write_all(&head)?;
+                sink.write_all(&buf)?;
+                header_done = true;
+            }
+            Job::Batch(batch) => {
+                batch.validate(summary)?;
+                buf.clear();
+                events += format::push_batch(&mut buf, summary, &batch);
+                sink.write_all(&buf)?;
+            }
+            Job::Tail(trace_name) => {
+                buf.clear();
+                events += format::push_tail(&mut buf, summary, &trace_name);
+                sink.write_all(&buf)?;
+                tail_done = true;
+            }
+        }
+    }
+    if !(header_done && tail_done) {
+        return Err(Error::Interrupted);
+    }
+    let SinkStats {
+        uncompressed_bytes,
+        file_bytes,
+    } = sink.finish()?;
+    Ok(ExportStats {
+        events,
+        uncompressed_bytes,
+        file_bytes,
+    })
+}
+
+struct Running {
+    queue: Arc<BoundedQueue<Job>>,
+    done: Receiver<Result<ExportStats>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+enum Stage {
+    FirstPass { first: FirstPass, sink: Sink },
+    Streaming { summary: Arc<Summary>, running: Running, next_start: usize },
+    Finished,
+}
+
+/// One export in progress. Dropping it before [`Exporter::wait`] returned a result aborts
+/// it: the writer thread stops and the temporary file is removed.
+pub struct Exporter {
+    stage: Stage,
+}
+
+impl Exporter {
+    /// Opens the output (so a bad path fails before any work is done).
+    pub fn create(path: &Path, encoding: Encoding) -> Result<Exporter> {
+        let sink = Sink::create(path, encoding)?;
+        Ok(Exporter {
+            stage: Stage::FirstPass {
+                first: FirstPass::new(),
+                sink,
+            },
+        })
+    }
+
+    /// The first pass, while it is being collected.
+    pub fn first_pass(&mut self) -> Result<&mut FirstPass> {
+        match &mut self.stage {
+            Stage::FirstPass { first, .. } => Ok(first),
+            _ => Err(Error::State("the first pass is over".into())),
+        }
+    }
+
+    /// Ends the first pass and starts the writer thread with the header queued.
+    /// `base_ns` is the time base; `host_pid` the exporting process's pid.
+    pub fn start(&mut self, base_ns: i128, host_pid: i64, header: Header) -> Result<Arc<Summary>> {
+        let (first, sink) = match std::mem::replace(&mut self.stage, Stage::Finished) {
+            Stage::FirstPass { first, sink } => (first, sink),
+            other => {
+                self.stage = other;
+                return Err(Error::State("the export has already started".into()));
+            }
+        };
+        let summary = Arc::new(first.finish(base_ns, host_pid));
+        let queue = Arc::new(BoundedQueue::new(QUEUE_DEPTH));
+        let (done_tx, done) = mpsc::channel();
+        let thread = {
+            let summary = Arc::clone(&summary);
+            let queue = Arc::clone(&queue);
+            thread::Builder::new()
+                .name("kinetrace-writer".into())
+                .spawn(move || {
+                    let result = catch_unwind(AssertUnwindSafe(|| run_writer(&summary, &queue, sink)))
+                        .unwrap_or_else(|p| Err(Error::Panic(panic_message(p.as_ref()))));
+                    // Whatever happened, producers must not wait on a queue nobody reads.
+                    queue.cancel();
+                    let _ = done_tx.send(result);
+                })
+                .map_err(|e| Error::io("cannot start the writer thread", e))?
+        };
+        let running = Running {
+            queue,
+            done,
+            thread: Some(thread),
+        };
+        if let Offer::Closed = running.queue.offer(Job::Header(Box::new(header)), Duration::ZERO) {
+            return Err(Error::State("the writer stopped before the header".into()));
+        }
+        self.stage = Stage::Streaming {
+            summary: Arc::clone(&summary),
+            running,
+            next_start: 0,
+        };
+        Ok(summary)
+    }
+
+    /// The summary, once started.
+    pub fn summary(&self) -> Option<&Arc<Summary>> {
+        match &self.stage {
+            Stage::Streaming { summary, .. } => Some(summary),
+            _ => None,
+        }
+    }
+
+    /// Index of the first activity of the next batch.
+    pub fn next_start(&self) -> usize {
+        match &self.stage {
+            Stage::Streaming { next_start, .. } => *next_start,
+            _ => 0,
+        }
+    }
+
+    /// Queues a batch, waiting up to `timeout` for room. A batch handed back with
+    /// `Ok(Some(batch))` was not queued (the queue stayed full): offer it again. An error
+    /// means the writer failed; its error is returned.
+    pub fn offer_batch(&mut self, batch: Batch, timeout: Duration) -> Result<Option<Batch>> {
+        let Stage::Streaming {
+            running,
+            next_start,
+            ..
+        } = &mut self.stage
+        else {
+            return Err(Error::State("batches come after start and before finish".into()));
+        };
+        let len = batch.len();
+        match running.queue.offer(Job::Batch(batch), timeout) {
+            Offer::Accepted => {
+                *next_start += len;
+                Ok(None)
+            }
+            Offer::TimedOut(Job::Batch(batch)) => Ok(Some(batch)),
+            Offer::TimedOut(_) => unreachable!("the queue hands back what it was given"),
+            Offer::Closed => Err(self.writer_error()),
+        }
+    }
+
+    /// Queues the closing events and closes the queue; then call [`Exporter::wait`].
+    pub fn close(&mut self, trace_name: Vec<u8>) -> Result<()> {
+        let Stage::Streaming { running, .. } = &mut self.stage else {
+            return Err(Error::State("close comes after start".into()));
+        };
+        let mut job = Job::Tail(trace_name);
+        loop {
+            match running.queue.offer(job, Duration::from_millis(100)) {
+                Offer::Accepted => break,
+                Offer::TimedOut(j) => job = j,
+                Offer::Closed => return Err(self.writer_error()),
+            }
+        }
+        running.queue.close();
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the writer to finish; `None` if it is still running.
+    pub fn wait(&mut self, timeout: Duration) -> Option<Result<ExportStats>> {
+        let Stage::Streaming { running, .. } = &mut self.stage else {
+            return Some(Err(Error::State("nothing to wait for".into())));
+        };
+        let result = match running.done.recv_timeout(timeout) {
+            Ok(result) => result,
+            Err(RecvTimeoutError::Timeout) => return None,
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(Error::Panic("the writer thread vanished".into()))
+            }
+        };
+        if let Some(thread) = running.thread.take() {
+            let _ = thread.join();
+        }
+        self.stage = Stage::Finished;
+        Some(result)
+    }
+
+    /// The writer's error after it stopped early (it always stops with one).
+    fn writer_error(&mut self) -> Error {
+        loop {
+            match self.wait(Duration::from_secs(3600)) {
+                Some(Err(e)) => return e,
+                Some(Ok(_)) => return Error::State("the export already finished".into()),
+                None => continue,
+            }
+        }
+    }
+
+    /// Stops the export: the writer thread exits and the temporary file is removed.
+    pub fn abort(&mut self) {
+        if let Stage::Streaming { running, .. } = &mut self.stage {
+            running.queue.cancel();
+            if let Some(thread) = running.thread.take() {
+                let _ = thread.join();
+            }
+        }
+        // Dropping a first-pass sink removes its temporary file too.
+        self.stage = Stage::Finished;
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::StrColumn;
+    use std::fs;
+    use std::path::PathBuf;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("kinetrace-pipe-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn cpu_batch(start: usize, n: usize) -> Batch {
+        Batch {
+            start,
+            categories: (0..n).map(|_| "cpu_op").collect(),
+            names: (start..start + n).map(|i| format!("op{i}")).collect(),
+            metadata: (0..n).map(|i| format!("\"Ev Idx\": {i}")).collect(),
+            linked_correlation_ids: vec![0; n],
+            flow_ids: vec![0; n],
+            correlation_ids: (0..n as i64).collect(),
+            ..Batch::default()
+        }
+    }
+
+    fn run_export(path: &Path, encoding: Encoding, n: usize, batch: usize) -> Result<ExportStats> {
+        let mut ex = Exporter::create(path, encoding)?;
+        let fp = ex.first_pass()?;
+        for i in 0..n as i64 {
+            fp.push(7, 7, 1_000_000 + i * 1000, 500);
+        }
+        ex.start(0, 7, Header { device_properties: b"[]".to_vec(), ..Header::default() })?;
+        let mut start = 0;
+        while start < n {
+            let len = batch.min(n - start);
+            let mut b = Some(cpu_batch(start, len));
+            while let Some(pending) = b.take() {
+                b = ex.offer_batch(pending, Duration::from_millis(50))?;
+            }
+            start += len;
+        }
+        ex.close(path.to_string_lossy().as_bytes().to_vec())?;
+        loop {
+            if let Some(r) = ex.wait(Duration::from_millis(50)) {
+                return r;
+            }
+        }
+    }
+
+    #[test]
+    fn exports_valid_json_in_order() {
+        let dir = scratch("order");
+        let path = dir.join("t.json");
+        let stats = run_export(&path, Encoding::Plain, 10_000, 333).unwrap();
+        let text = fs::read(&path).unwrap();
+        assert_eq!(stats.uncompressed_bytes, text.len() as u64);
+        let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        let events = v["traceEvents"].as_array().unwrap();
+        assert_eq!(stats.events, events.len() as u64);
+        // 5 M events, then the activities in order, then 4 closing events.
+        assert_eq!(events.len(), 5 + 10_000 + 4);
+        for (i, e) in events[5..5 + 10_000].iter().enumerate() {
+            assert_eq!(e["name"], format!("op{i}"));
+        }
+    }
+
+    #[test]
+    fn bad_batch_fails_cleanly() {
+        let dir = scratch("bad");
+        let path = dir.join("t.json");
+        let mut ex = Exporter::create(&path, Encoding::Plain).unwrap();
+        ex.first_pass().unwrap().push(1, 1, 1, 1);
+        ex.start(0, 1, Header::default()).unwrap();
+        let mut b = cpu_batch(0, 1);
+        b.names = StrColumn::default();
+        assert!(ex.offer_batch(b, Duration::from_secs(1)).unwrap().is_none());
+        let err = loop {
+            match ex.offer_batch(cpu_batch(0, 1), Duration::from_millis(10)) {
+                Err(e) => break e,
+                Ok(_) => thread::sleep(Duration::from_millis(5)),
+            }
+        };
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        drop(ex);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn abort_removes_the_temporary_file() {
+        let dir = scratch("abort");
+        let path = dir.join("t.json");
+        let mut ex = Exporter::create(&path, Encoding::Plain).unwrap();
+        ex.first_pass().unwrap().push(1, 1, 1, 1);
+        ex.start(0, 1, Header::default()).unwrap();
+        ex.abort();
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+        assert!(ex.offer_batch(cpu_batch(0, 1), Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn gzip_output_matches_plain() {
+        use std::io::Read;
+        let dir = scratch("gz");
+        let plain = dir.join("t.json");
+        let gz = dir.join("t.json.gz");
+        run_export(&plain, Encoding::Plain, 20_000, 1000).unwrap();
+        let stats = run_export(&gz, Encoding::Gzip { level: 6, threads: 2 }, 20_000, 1000).unwrap();
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(fs::File::open(&gz).unwrap())
+            .read_to_end(&mut text)
+            .unwrap();
+        let expected = fs::read(&plain).unwrap();
+        // Only traceName differs (the path).
+        let strip = |t: &[u8]| {
+            let t = std::str::from_utf8(t).unwrap();
+            t[..t.find("\"traceName\"").unwrap()].to_string()
+        };
+        assert!(strip(&text) == strip(&expected), "decompressed text differs");
+        assert_eq!(stats.file_bytes, fs::metadata(&gz).unwrap().len());
+    }
+}

@@ -1,0 +1,316 @@
+//! The thin PyO3 layer: copies Python lists into owned columns, then does everything else
+//! with the GIL released. The public API is in `python/kinetrace/`.
+
+mod errors;
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString};
+
+use crate::error::Error;
+use crate::format::Header;
+use crate::pipeline::{ExportStats, Exporter};
+use crate::sink::Encoding;
+use crate::trace::{self, Batch, Flow, StrColumn};
+
+/// How long a blocking wait runs with the GIL released before checking for Ctrl-C.
+const POLL: Duration = Duration::from_millis(50);
+
+/// The bytes of a Python string. Strings holding lone surrogates (which UTF-8 cannot
+/// encode) come as `surrogatepass` bytes; the renderer writes them as `\udXXX` the way
+/// `json.dumps` does.
+fn str_bytes<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<std::borrow::Cow<'py, [u8]>> {
+    let s = obj.cast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be str, not {}",
+            type_name(obj)
+        ))
+    })?;
+    match s.to_str() {
+        Ok(text) => Ok(std::borrow::Cow::Owned(text.as_bytes().to_vec())),
+        Err(_) => {
+            let encoded = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
+            Ok(std::borrow::Cow::Owned(encoded.cast::<PyBytes>()?.as_bytes().to_vec()))
+        }
+    }
+}
+
+fn push_str(col: &mut StrColumn, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        if let Ok(text) = s.to_str() {
+            col.push(text.as_bytes());
+            return Ok(());
+        }
+    }
+    col.push(&str_bytes(obj, what)?);
+    Ok(())
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn int_column(list: &Bound<'_, PyList>, what: &str) -> PyResult<Vec<i64>> {
+    let mut out = Vec::with_capacity(list.len());
+    for item in list.iter() {
+        out.push(item.extract::<i64>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what} must be an int in the signed 64-bit range, got {} {}",
+                type_name(&item),
+                item.repr().map(|r| r.to_string()).unwrap_or_default()
+            ))
+        })?);
+    }
+    Ok(out)
+}
+
+fn str_column(list: &Bound<'_, PyList>, what: &str) -> PyResult<StrColumn> {
+    let mut col = StrColumn::with_capacity(list.len(), list.len() * 24);
+    for item in list.iter() {
+        push_str(&mut col, &item, what)?;
+    }
+    Ok(col)
+}
+
+/// A 0/1 mask as Python wants it for `itertools.compress`: `None` when nothing is
+/// selected, `True` when everything is, the bytes otherwise.
+fn mask_object<'py>(py: Python<'py>, mask: &[u8]) -> Bound<'py, PyAny> {
+    if mask.iter().all(|&b| b == 0) {
+        py.None().into_bound(py)
+    } else if mask.iter().all(|&b| b != 0) {
+        pyo3::types::PyBool::new(py, true).to_owned().into_any()
+    } else {
+        PyBytes::new(py, mask).into_any()
+    }
+}
+
+/// One export in progress (private: driven by `kinetrace._export`).
+#[pyclass(module = "kinetrace._kinetrace", name = "_Exporter")]
+struct PyExporter {
+    inner: Mutex<ExporterState>,
+}
+
+struct ExporterState {
+    exporter: Exporter,
+    /// The batch between `begin_batch` and `submit_batch`.
+    pending: Option<Batch>,
+}
+
+impl PyExporter {
+    fn state(&self) -> PyResult<std::sync::MutexGuard<'_, ExporterState>> {
+        self.inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("exporter state poisoned by an earlier panic"))
+    }
+}
+
+#[pymethods]
+impl PyExporter {
+    #[new]
+    #[pyo3(signature = (path, compresslevel=None, threads=1))]
+    fn new(py: Python<'_>, path: PathBuf, compresslevel: Option<u32>, threads: usize) -> PyResult<Self> {
+        let encoding = match compresslevel {
+            None => Encoding::Plain,
+            Some(level) => Encoding::Gzip { level, threads },
+        };
+        let exporter = py.detach(|| Exporter::create(&path, encoding))?;
+        Ok(PyExporter {
+            inner: Mutex::new(ExporterState {
+                exporter,
+                pending: None,
+            }),
+        })
+    }
+
+    /// Adds a slice of the first pass (device ids, resource ids, timestamps, durations).
+    fn add_first_pass(
+        &self,
+        devices: &Bound<'_, PyList>,
+        resources: &Bound<'_, PyList>,
+        timestamps: &Bound<'_, PyList>,
+        durations: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
+        let n = devices.len();
+        if resources.len() != n || timestamps.len() != n || durations.len() != n {
+            return Err(Error::InvalidArgument("first-pass columns differ in length".into()).into());
+        }
+        let devices = int_column(devices, "device_id()")?;
+        let resources = int_column(resources, "resource_id()")?;
+        let timestamps = int_column(timestamps, "timestamp()")?;
+        let durations = int_column(durations, "duration()")?;
+        let mut state = self.state()?;
+        let first = state.exporter.first_pass()?;
+        first.reserve(n);
+        for i in 0..n {
+            first.push(devices[i], resources[i], timestamps[i], durations[i]);
+        }
+        Ok(())
+    }
+
+    /// The earliest activity timestamp seen by the first pass, or None.
+    fn min_timestamp(&self) -> PyResult<Option<i64>> {
+        Ok(self.state()?.exporter.first_pass()?.min_ts())
+    }
+
+    /// Ends the first pass; the writer thread starts with the header.
+    #[pyo3(signature = (base_ns, host_pid, device_properties, metadata, versions))]
+    fn start(
+        &self,
+        base_ns: i128,
+        host_pid: i64,
+        device_properties: &Bound<'_, PyAny>,
+        metadata: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)>,
+        versions: Vec<(String, i64)>,
+    ) -> PyResult<()> {
+        let mut header = Header {
+            device_properties: str_bytes(device_properties, "device properties")?.into_owned(),
+            metadata: Vec::with_capacity(metadata.len()),
+            versions,
+        };
+        for (key, value) in &metadata {
+            header.metadata.push((
+                str_bytes(key, "metadata key")?.into_owned(),
+                str_bytes(value, "metadata value")?.into_owned(),
+            ));
+        }
+        self.state()?.exporter.start(base_ns, host_pid, header)?;
+        Ok(())
+    }
+
+    /// Starts a batch with the fields every activity needs to decide what else to read.
+    /// Returns the masks (see `mask_object`) of activities that need `correlation_id`,
+    /// `flow_type`/`flow_start`, and `linked_activity`.
+    fn begin_batch<'py>(
+        &self,
+        py: Python<'py>,
+        categories: &Bound<'py, PyList>,
+        linked_correlation_ids: &Bound<'py, PyList>,
+        flow_ids: &Bound<'py, PyList>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let mut state = self.state()?;
+        let start = state.exporter.next_start();
+        let batch = Batch {
+            start,
+            categories: str_column(categories, "type()")?,
+            linked_correlation_ids: int_column(linked_correlation_ids, "linked_correlation_id()")?,
+            flow_ids: int_column(flow_ids, "flow_id()")?,
+            ..Batch::default()
+        };
+        let sel = batch.selections();
+        state.pending = Some(batch);
+        Ok((
+            mask_object(py, &sel.correlation),
+            mask_object(py, &sel.flows),
+            mask_object(py, &sel.kernels),
+        ))
+    }
+
+    /// Completes the batch begun by `begin_batch` and queues it for the writer thread,
+    /// waiting (GIL released, Ctrl-C checked) while the queue is full.
+    #[allow(clippy::too_many_arguments)]
+    fn submit_batch(
+        &self,
+        py: Python<'_>,
+        names: &Bound<'_, PyList>,
+        metadata: &Bound<'_, PyList>,
+        correlation_ids: &Bound<'_, PyList>,
+        flow_types: &Bound<'_, PyList>,
+        flow_starts: &Bound<'_, PyList>,
+        comms_metadata: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
+        let mut state = self.state()?;
+        let mut batch = state
+            .pending
+            .take()
+            .ok_or_else(|| Error::State("submit_batch without begin_batch".into()))?;
+        batch.names = str_column(names, "name()")?;
+        batch.metadata = str_column(metadata, "metadata_json()")?;
+        batch.correlation_ids = int_column(correlation_ids, "correlation_id()")?;
+        let flow_types = int_column(flow_types, "flow_type()")?;
+        if flow_starts.len() != flow_types.len() {
+            return Err(Error::InvalidArgument("flow columns differ in length".into()).into());
+        }
+        batch.flows = flow_types
+            .into_iter()
+            .zip(flow_starts.iter())
+            .map(|(flow_type, start)| Ok(Flow { flow_type, start: start.is_truthy()? }))
+            .collect::<PyResult<_>>()?;
+        let mut comms = StrColumn::with_capacity(comms_metadata.len(), 0);
+        for item in comms_metadata.iter() {
+            if item.is_none() {
+                comms.push(b"");
+            } else {
+                push_str(&mut comms, &item, "linked activity metadata_json()")?;
+            }
+        }
+        batch.comms_metadata = comms;
+        let exporter = &mut state.exporter;
+        let mut pending = Some(batch);
+        while let Some(batch) = pending.take() {
+            pending = py.detach(|| exporter.offer_batch(batch, POLL))?;
+            if pending.is_some() {
+                py.check_signals()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the closing events and waits for the output to be complete and in place.
+    /// Returns (events, uncompressed bytes, file bytes).
+    fn finish(&self, py: Python<'_>, trace_name: &Bound<'_, PyAny>) -> PyResult<(u64, u64, u64)> {
+        let name = str_bytes(trace_name, "trace name")?.into_owned();
+        let mut state = self.state()?;
+        let exporter = &mut state.exporter;
+        py.detach(|| exporter.close(name))?;
+        loop {
+            if let Some(result) = py.detach(|| exporter.wait(POLL)) {
+                let ExportStats {
+                    events,
+                    uncompressed_bytes,
+                    file_bytes,
+                } = result?;
+                return Ok((events, uncompressed_bytes, file_bytes));
+            }
+            py.check_signals()?;
+        }
+    }
+
+    /// Stops the export and removes its temporary file. Safe to call more than once.
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        let mut state = self.state()?;
+        state.pending = None;
+        let exporter = &mut state.exporter;
+        py.detach(|| exporter.abort());
+        Ok(())
+    }
+}
+
+/// `{ns // 1000}.{ns % 1000:03}`: how the trace writes nanoseconds as microseconds.
+#[pyfunction]
+fn format_microseconds(ns: i128) -> String {
+    let mut out = Vec::with_capacity(24);
+    crate::render::push_micros(&mut out, ns);
+    String::from_utf8(out).expect("digits and a dot are ASCII")
+}
+
+/// The trimonth time base for a trace whose earliest time is `earliest_ns`.
+#[pyfunction]
+fn trimonth_base_ns(earliest_ns: i128) -> i128 {
+    trace::trimonth_base_ns(earliest_ns)
+}
+
+#[pymodule]
+fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<PyExporter>()?;
+    m.add_function(wrap_pyfunction!(format_microseconds, m)?)?;
+    m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,336 @@
+//! Where the bytes go: an atomic output file, optionally through the parallel gzip encoder.
+//!
+//! A regular destination (or a new one) is written to a temporary file in the same
+//! directory and renamed over the destination only when everything succeeded, so a failed
+//! or interrupted export leaves no partial file and never clobbers an existing one. A
+//! destination that exists and is not a regular file (a FIFO, `/dev/null`, `/dev/stdout`)
+//! is written directly and never replaced.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+use crate::gzip::ParallelGzEncoder;
+
+/// How the output is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Plain,
+    Gzip { level: u32, threads: usize },
+}
+
+impl Encoding {
+    /// Checks the gzip settings (level 0..=9, threads 1..=256).
+    pub fn validate(self) -> Result<Self> {
+        if let Encoding::Gzip { level, threads } = self {
+            if level > 9 {
+                return Err(Error::InvalidArgument(format!(
+                    "compresslevel must be between 0 and 9, got {level}"
+                )));
+            }
+            if !(1..=256).contains(&threads) {
+                return Err(Error::InvalidArgument(format!(
+                    "threads must be between 1 and 256, got {threads}"
+                )));
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// Byte counts of a finished output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SinkStats {
+    /// Bytes of JSON text written (before compression).
+    pub uncompressed_bytes: u64,
+    /// Bytes that reached the file.
+    pub file_bytes: u64,
+}
+
+/// A file being written that is removed on drop unless it was committed.
+#[derive(Debug)]
+struct TempFile {
+    path: PathBuf,
+    /// What it is renamed to: the destination, or a symlink's resolved target.
+    target: PathBuf,
+    committed: bool,
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Counts what reaches the file.
+struct CountingFile {
+    inner: BufWriter<File>,
+    written: u64,
+}
+
+impl Write for CountingFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.inner.write_all(buf)?;
+        self.written += buf.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+enum Writer {
+    Plain(CountingFile),
+    Gzip(ParallelGzEncoder<CountingFile>),
+}
+
+/// An output being written. Dropping it without [`Sink::finish`] discards it.
+pub struct Sink {
+    writer: Writer,
+    temp: Option<TempFile>,
+    destination: PathBuf,
+    uncompressed: u64,
+}
+
+/// EISDIR, so Python raises `IsADirectoryError` for a directory given as the path.
+const EISDIR: i32 = 21;
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn io_error(what: &str, path: &Path, err: io::Error) -> Error {
+    Error::io(format!("{what} {}", path.display()), err)
+}
+
+impl Sink {
+    /// Opens `path` for writing with `encoding` (see the module docs for where it writes).
+    pub fn create(path: &Path, encoding: Encoding) -> Result<Sink> {
+        let encoding = encoding.validate()?;
+        let (file, temp) = open_destination(path)?;
+        let file = CountingFile {
+            inner: BufWriter::with_capacity(1 << 20, file),
+            written: 0,
+        };
+        let writer = match encoding {
+            Encoding::Plain => Writer::Plain(file),
+            Encoding::Gzip { level, threads } => Writer::Gzip(
+                ParallelGzEncoder::new(file, level, threads)
+                    .map_err(|e| io_error("cannot start gzip for", path, e))?,
+            ),
+        };
+        Ok(Sink {
+            writer,
+            temp,
+            destination: path.to_path_buf(),
+            uncompressed: 0,
+        })
+    }
+
+    pub fn write_all(&mut self, buf: &[u8]) -> Result<()> {
+        let result = match &mut self.writer {
+            Writer::Plain(w) => w.write_all(buf),
+            Writer::Gzip(w) => w.write_all(buf),
+        };
+        result.map_err(|e| io_error("cannot write", &self.destination, e))?;
+        self.uncompressed += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Flushes everything, then moves the temporary file into place.
+    pub fn finish(mut self) -> Result<SinkStats> {
+        let dest = self.destination.clone();
+        let file = match self.writer {
+            Writer::Plain(w) => w,
+            Writer::Gzip(w) => w.finish().map_err(|e| io_error("cannot write", &dest, e))?,
+        };
+        let file_bytes = file.written;
+        let file = file
+            .inner
+            .into_inner()
+            .map_err(|e| io_error("cannot write", &dest, e.into_error()))?;
+        drop(file);
+        if let Some(temp) = &mut self.temp {
+            fs::rename(&temp.path, &temp.target).map_err(|e| io_error("cannot replace", &dest, e))?;
+            temp.committed = true;
+        }
+        Ok(SinkStats {
+            uncompressed_bytes: self.uncompressed,
+            file_bytes,
+        })
+    }
+}
+
+/// Opens the file to write: the destination itself when it exists and is not a regular
+/// file, else a new temporary file beside the destination (beside a symlink's target, so
+/// the link keeps pointing at the trace).
+fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
+    let target = match fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(io_error(
+                "cannot write",
+                path,
+                io::Error::from_raw_os_error(EISDIR),
+            ));
+        }
+        Ok(meta) if !meta.is_file() => {
+            let file = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| io_error("cannot open", path, e))?;
+            return Ok((file, None));
+        }
+        Ok(_) => fs::canonicalize(path).map_err(|e| io_error("cannot resolve", path, e))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => path.to_path_buf(),
+        Err(e) => return Err(io_error("cannot open", path, e)),
+    };
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let file_name = target
+        .file_name()
+        .ok_or_else(|| Error::InvalidArgument(format!("not a file path: {}", path.display())))?
+        .to_string_lossy()
+        .into_owned();
+    loop {
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let temp_path = dir.join(format!(
+            ".{file_name}.{}.{n}.kinetrace-tmp",
+            std::process::id()
+        ));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp_path)
+        {
+            Ok(file) => {
+                let temp = TempFile {
+                    path: temp_path,
+                    target,
+                    committed: false,
+                };
+                return Ok((file, Some(temp)));
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_error("cannot create", path, e)),
+        }
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "kinetrace-sink-{}-{name}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn writes_atomically() {
+        let dir = scratch("atomic");
+        let dest = dir.join("t.json");
+        fs::write(&dest, b"old").unwrap();
+        let mut sink = Sink::create(&dest, Encoding::Plain).unwrap();
+        sink.write_all(b"new content").unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), b"old");
+        let stats = sink.finish().unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), b"new content");
+        assert_eq!(stats.uncompressed_bytes, 11);
+        assert_eq!(stats.file_bytes, 11);
+        assert_eq!(entries(&dir), vec!["t.json"]);
+    }
+
+    #[test]
+    fn dropped_sink_leaves_nothing_and_keeps_the_old_file() {
+        let dir = scratch("drop");
+        let dest = dir.join("t.json");
+        fs::write(&dest, b"old").unwrap();
+        let mut sink = Sink::create(&dest, Encoding::Plain).unwrap();
+        sink.write_all(&[b'x'; 100_000]).unwrap();
+        drop(sink);
+        assert_eq!(fs::read(&dest).unwrap(), b"old");
+        assert_eq!(entries(&dir), vec!["t.json"]);
+    }
+
+    #[test]
+    fn errors_name_the_destination() {
+        let dir = scratch("errors");
+        let missing = dir.join("no/such/dir/t.json");
+        let err = Sink::create(&missing, Encoding::Plain).err().unwrap();
+        match err {
+            Error::Io { context, source } => {
+                assert!(context.contains("no/such/dir/t.json"), "{context}");
+                assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            }
+            other => panic!("{other:?}"),
+        }
+        let err = Sink::create(&dir, Encoding::Plain).err().unwrap();
+        assert!(matches!(err, Error::Io { ref source, .. } if source.raw_os_error() == Some(21)));
+        let bad = Encoding::Gzip { level: 10, threads: 1 };
+        assert!(matches!(Sink::create(&dir.join("x.gz"), bad), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn special_files_are_written_in_place() {
+        let mut sink = Sink::create(Path::new("/dev/null"), Encoding::Plain).unwrap();
+        sink.write_all(b"discarded").unwrap();
+        sink.finish().unwrap();
+        assert!(Path::new("/dev/null").exists());
+    }
+
+    #[test]
+    fn full_device_reports_enospc() {
+        let path = Path::new("/dev/full");
+        if !path.exists() {
+            return;
+        }
+        let mut sink = Sink::create(path, Encoding::Plain).unwrap();
+        let big = vec![b'x'; 4 << 20];
+        let err = sink.write_all(&big).and_then(|_| sink.finish().map(|_| ()));
+        match err {
+            Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(28)),
+            other => panic!("expected ENOSPC, got {other:?}"),
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinked_destination_keeps_its_link() {
+        let dir = scratch("symlink");
+        let real = dir.join("real.json");
+        fs::write(&real, b"old").unwrap();
+        let link = dir.join("link.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let mut sink = Sink::create(&link, Encoding::Plain).unwrap();
+        sink.write_all(b"new").unwrap();
+        sink.finish().unwrap();
+        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read(&real).unwrap(), b"new");
+    }
+}

@@ -1,0 +1,408 @@
+//! The data the exporter works on: what the first pass keeps of every activity, the summary
+//! it produces, and the columnar batches of the second pass.
+//!
+//! Formatting is a pure function of ([`Summary`], [`Batch`]), so batches can be formatted
+//! on any thread, in any order, and their outputs concatenated in order.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Result};
+
+/// Trace categories whose own correlation id is not written as "External id".
+const EXTERNAL_ID_EXCLUDED: [&[u8]; 7] = [
+    b"gpu_memcpy",
+    b"gpu_memset",
+    b"kernel",
+    b"cuda_runtime",
+    b"cuda_driver",
+    b"privateuse1_runtime",
+    b"privateuse1_driver",
+];
+
+/// The trimonth interval Kineto and torch floor the time base to, in seconds.
+pub const TRIMONTH_SECONDS: i128 = 7_889_238;
+
+/// The time base for a trace whose earliest time is `earliest_ns`: that time floored to a
+/// trimonth interval, in nanoseconds (the same floor torch applies to the wall clock).
+pub fn trimonth_base_ns(earliest_ns: i128) -> i128 {
+    let secs = earliest_ns.div_euclid(1_000_000_000);
+    secs.div_euclid(TRIMONTH_SECONDS) * TRIMONTH_SECONDS * 1_000_000_000
+}
+
+/// Whether the activity's own correlation id is needed: only when it has no linked id and
+/// its category is not one of the excluded ones.
+#[inline]
+pub fn needs_correlation_id(category: &[u8], linked_correlation_id: i64) -> bool {
+    linked_correlation_id == 0 && !EXTERNAL_ID_EXCLUDED.contains(&category)
+}
+
+/// Whether the activity is a kernel (its linked activity may carry comms metadata).
+#[inline]
+pub fn is_kernel(category: &[u8]) -> bool {
+    category == b"kernel"
+}
+
+/// Torch's thread id sanitising: `|tid|`, with `i64::MIN` (no thread) mapped to 0.
+#[inline]
+pub fn sanitize_tid(tid: i64) -> i64 {
+    if tid == i64::MIN {
+        0
+    } else {
+        tid.abs()
+    }
+}
+
+/// What the first pass keeps of one activity: 32 bytes, read once and reused when the
+/// activity is formatted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub device: i64,
+    /// Already sanitised (see [`sanitize_tid`]).
+    pub tid: i64,
+    pub ts: i64,
+    pub dur: i64,
+}
+
+/// Accumulates the first pass: timings in order, the first timestamp seen per device and
+/// per (device, thread), the earliest start and the latest end.
+#[derive(Debug)]
+pub struct FirstPass {
+    timings: Vec<Timing>,
+    devices: BTreeMap<i64, i64>,
+    threads: BTreeMap<(i64, i64), i64>,
+    min_ts: i128,
+    max_end: i128,
+    // The last keys seen, to skip most map lookups (activities come in runs).
+    last_device: Option<i64>,
+    last_thread: Option<(i64, i64)>,
+}
+
+impl Default for FirstPass {
+    fn default() -> Self {
+        FirstPass {
+            timings: Vec::new(),
+            devices: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            // Torch starts from 2**63 and 0.
+            min_ts: 1i128 << 63,
+            max_end: 0,
+            last_device: None,
+            last_thread: None,
+        }
+    }
+}
+
+impl FirstPass {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn reserve(&mut self, additional: usize) {
+        self.timings.reserve(additional);
+    }
+
+    pub fn len(&self) -> usize {
+        self.timings.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.timings.is_empty()
+    }
+
+    /// Adds one activity as read from its accessors (`resource_id` not yet sanitised).
+    #[inline]
+    pub fn push(&mut self, device: i64, resource_id: i64, ts: i64, dur: i64) {
+        let tid = sanitize_tid(resource_id);
+        let ts128 = i128::from(ts);
+        self.min_ts = self.min_ts.min(ts128);
+        self.max_end = self.max_end.max(ts128 + i128::from(dur.max(0)));
+        if self.last_device != Some(device) {
+            self.devices.entry(device).or_insert(ts);
+            self.last_device = Some(device);
+        }
+        if self.last_thread != Some((device, tid)) {
+            self.threads.entry((device, tid)).or_insert(ts);
+            self.last_thread = Some((device, tid));
+        }
+        self.timings.push(Timing {
+            device,
+            tid,
+            ts,
+            dur,
+        });
+    }
+
+    /// The earliest activity timestamp, if there is any activity.
+    pub fn min_ts(&self) -> Option<i64> {
+        (!self.timings.is_empty()).then(|| self.min_ts as i64)
+    }
+
+    /// Freezes the first pass into the summary every batch is formatted against.
+    pub fn finish(self, base_ns: i128, host_pid: i64) -> Summary {
+        Summary {
+            base_ns,
+            host_pid,
+            timings: self.timings,
+            devices: self.devices.into_iter().collect(),
+            threads: self.threads.into_iter().collect(),
+            min_ts: self.min_ts,
+            max_end: self.max_end,
+        }
+    }
+}
+
+/// The result of the first pass, shared read-only by everything that formats.
+#[derive(Debug)]
+pub struct Summary {
+    pub base_ns: i128,
+    /// The pid of the exporting process: activities on this device are the CPU.
+    pub host_pid: i64,
+    pub timings: Vec<Timing>,
+    /// (device, first ts), sorted by device.
+    pub devices: Vec<(i64, i64)>,
+    /// ((device, tid), first ts), sorted.
+    pub threads: Vec<((i64, i64), i64)>,
+    pub min_ts: i128,
+    pub max_end: i128,
+}
+
+impl Summary {
+    pub fn activity_count(&self) -> usize {
+        self.timings.len()
+    }
+}
+
+/// A column of strings packed in one buffer.
+#[derive(Debug, Default, Clone)]
+pub struct StrColumn {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl StrColumn {
+    pub fn with_capacity(items: usize, bytes: usize) -> Self {
+        StrColumn {
+            bytes: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(items),
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, s: &[u8]) {
+        self.bytes.extend_from_slice(s);
+        self.ends.push(self.bytes.len());
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+}
+
+impl<S: AsRef<[u8]>> FromIterator<S> for StrColumn {
+    fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
+        let mut col = StrColumn::default();
+        for s in iter {
+            col.push(s.as_ref());
+        }
+        col
+    }
+}
+
+/// A flow endpoint of an activity with `flow_id > 0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flow {
+    pub flow_type: i64,
+    pub start: bool,
+}
+
+/// One batch of the second pass: activities `start .. start + len` of the summary.
+///
+/// Some fields are read only where the format needs them, so their columns are shorter:
+/// `correlation_ids` has one entry per activity for which [`needs_correlation_id`] holds,
+/// `flows` one per activity with `flow_id > 0`, `comms_metadata` one per kernel (the
+/// linked `record_param_comms` activity's metadata, empty when there is none), each in
+/// activity order.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    pub start: usize,
+    pub categories: StrColumn,
+    pub names: StrColumn,
+    pub metadata: StrColumn,
+    pub linked_correlation_ids: Vec<i64>,
+    pub flow_ids: Vec<i64>,
+    pub correlation_ids: Vec<i64>,
+    pub flows: Vec<Flow>,
+    pub comms_metadata: StrColumn,
+}
+
+/// Which activities of a batch need the conditional reads, as 0/1 bytes per activity.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Selections {
+    pub correlation: Vec<u8>,
+    pub flows: Vec<u8>,
+    pub kernels: Vec<u8>,
+}
+
+impl Batch {
+    pub fn len(&self) -> usize {
+        self.categories.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.categories.is_empty()
+    }
+
+    /// The masks of activities that need `correlation_id`, `flow_type`/`flow_start`, and
+    /// `linked_activity`. Needs `categories`, `linked_correlation_ids` and `flow_ids`.
+    pub fn selections(&self) -> Selections {
+        let n = self.len();
+        let mut sel = Selections {
+            correlation: Vec::with_capacity(n),
+            flows: Vec::with_capacity(n),
+            kernels: Vec::with_capacity(n),
+        };
+        for i in 0..n {
+            let cat = self.categories.get(i);
+            sel.correlation
+                .push(needs_correlation_id(cat, self.linked_correlation_ids[i]).into());
+            sel.flows.push(u8::from(self.flow_ids[i] > 0));
+            sel.kernels.push(is_kernel(cat).into());
+        }
+        sel
+    }
+
+    /// Checks that the columns fit each other and the summary, so formatting cannot index
+    /// out of bounds whatever the caller handed in.
+    pub fn validate(&self, summary: &Summary) -> Result<()> {
+        let n = self.len();
+        let end = self.start.checked_add(n);
+        if end.is_none_or(|end| end > summary.activity_count()) {
+            return Err(Error::InvalidArgument(format!(
+                "batch of {n} activities at {} goes past the {} activities of the first pass",
+                self.start,
+                summary.activity_count()
+            )));
+        }
+        let same_len = [
+            ("names", self.names.len()),
+            ("metadata", self.metadata.len()),
+            ("linked correlation ids", self.linked_correlation_ids.len()),
+            ("flow ids", self.flow_ids.len()),
+        ];
+        for (what, len) in same_len {
+            if len != n {
+                return Err(Error::InvalidArgument(format!(
+                    "batch column {what} has {len} entries, expected {n}"
+                )));
+            }
+        }
+        let sel = self.selections();
+        let count = |mask: &[u8]| mask.iter().filter(|&&b| b != 0).count();
+        let selected = [
+            ("correlation ids", self.correlation_ids.len(), count(&sel.correlation)),
+            ("flows", self.flows.len(), count(&sel.flows)),
+            ("comms metadata", self.comms_metadata.len(), count(&sel.kernels)),
+        ];
+        for (what, len, expected) in selected {
+            if len != expected {
+                return Err(Error::InvalidArgument(format!(
+                    "batch column {what} has {len} entries, expected {expected}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trimonth_floor() {
+        assert_eq!(trimonth_base_ns(0), 0);
+        let t = 1_796_028_311_502_385_758i128;
+        let base = trimonth_base_ns(t);
+        assert_eq!(base % (TRIMONTH_SECONDS * 1_000_000_000), 0);
+        assert!(base <= t && t - base < TRIMONTH_SECONDS * 1_000_000_000);
+        // Negative times floor downwards, as Python's // does.
+        assert_eq!(
+            trimonth_base_ns(-1),
+            -TRIMONTH_SECONDS * 1_000_000_000
+        );
+    }
+
+    #[test]
+    fn tid_sanitising() {
+        assert_eq!(sanitize_tid(i64::MIN), 0);
+        assert_eq!(sanitize_tid(-5), 5);
+        assert_eq!(sanitize_tid(i64::MAX), i64::MAX);
+    }
+
+    #[test]
+    fn first_pass_keeps_first_timestamps_and_extremes() {
+        let mut fp = FirstPass::new();
+        fp.push(7, 1, 100, 10);
+        fp.push(7, -2, 50, -5);
+        fp.push(0, 3, 200, 30);
+        fp.push(7, 1, 10, 1);
+        let s = fp.finish(0, 7);
+        assert_eq!(s.devices, vec![(0, 200), (7, 100)]);
+        assert_eq!(s.threads, vec![((0, 3), 200), ((7, 1), 100), ((7, 2), 50)]);
+        assert_eq!(s.min_ts, 10);
+        assert_eq!(s.max_end, 230);
+        assert_eq!(s.timings[1].tid, 2);
+    }
+
+    #[test]
+    fn empty_first_pass_matches_torch_initial_values() {
+        let fp = FirstPass::new();
+        assert_eq!(fp.min_ts(), None);
+        let s = fp.finish(0, 1);
+        assert_eq!(s.min_ts, 1i128 << 63);
+        assert_eq!(s.max_end, 0);
+    }
+
+    #[test]
+    fn selections_and_validation() {
+        let mut fp = FirstPass::new();
+        for i in 0..3 {
+            fp.push(0, 0, i, 1);
+        }
+        let summary = fp.finish(0, 0);
+        let mut b = Batch {
+            start: 0,
+            categories: ["cpu_op", "kernel", "cuda_runtime"].into_iter().collect(),
+            names: ["a", "b", "c"].into_iter().collect(),
+            metadata: ["", "", ""].into_iter().collect(),
+            linked_correlation_ids: vec![0, 0, 0],
+            flow_ids: vec![0, 5, 5],
+            ..Batch::default()
+        };
+        let sel = b.selections();
+        assert_eq!(sel.correlation, vec![1, 0, 0]);
+        assert_eq!(sel.flows, vec![0, 1, 1]);
+        assert_eq!(sel.kernels, vec![0, 1, 0]);
+        assert!(b.validate(&summary).is_err());
+        b.correlation_ids = vec![9];
+        b.flows = vec![Flow { flow_type: 2, start: false }; 2];
+        b.comms_metadata = [""].into_iter().collect();
+        b.validate(&summary).unwrap();
+        b.start = 1;
+        assert!(b.validate(&summary).is_err());
+    }
+}
