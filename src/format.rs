@@ -90,8 +90,16 @@ pub fn push_process_events(out: &mut Vec<u8>, summary: &Summary) -> u64 {
         let ts = rel_text(summary, first_ts.into());
         let pid = int_text(device);
         let (label, sort_index): (String, i128) = if device == summary.host_pid || device < 0 {
-            let label = if device == summary.host_pid { "CPU" } else { "Overhead" };
-            let sort = if device >= 0 { device.into() } else { 0x100_0000 };
+            let label = if device == summary.host_pid {
+                "CPU"
+            } else {
+                "Overhead"
+            };
+            let sort = if device >= 0 {
+                device.into()
+            } else {
+                0x100_0000
+            };
             (label.to_string(), sort)
         } else {
             (format!("GPU {device}"), 5_000_000 + i128::from(device))
@@ -176,7 +184,14 @@ pub fn push_batch(out: &mut Vec<u8>, summary: &Summary, batch: &Batch) -> u64 {
         events += 1;
         if batch.flow_ids[i] > 0 {
             if let Some(flow) = flows.next() {
-                push_flow(out, summary, t, batch.flow_ids[i], flow.flow_type, flow.start);
+                push_flow(
+                    out,
+                    summary,
+                    t,
+                    batch.flow_ids[i],
+                    flow.flow_type,
+                    flow.start,
+                );
                 events += 1;
             }
         }
@@ -260,7 +275,14 @@ fn push_args(out: &mut Vec<u8>, external_id: i64, metadata: &[u8], comms_metadat
     out.push(b'}');
 }
 
-fn push_flow(out: &mut Vec<u8>, summary: &Summary, t: &Timing, id: i64, flow_type: i64, start: bool) {
+fn push_flow(
+    out: &mut Vec<u8>,
+    summary: &Summary,
+    t: &Timing,
+    id: i64,
+    flow_type: i64,
+    start: bool,
+) {
     let cat: &[u8] = if flow_type == 1 { b"fwdbwd" } else { b"ac2g" };
     out.extend_from_slice(if start {
         b"{\"ph\":\"s\",\"id\":"
@@ -278,7 +300,11 @@ fn push_flow(out: &mut Vec<u8>, summary: &Summary, t: &Timing, id: i64, flow_typ
     out.extend_from_slice(cat);
     out.extend_from_slice(b"\",\"name\":\"");
     out.extend_from_slice(cat);
-    out.extend_from_slice(if start { b"\"},\n" } else { b"\",\"bp\":\"e\"},\n" });
+    out.extend_from_slice(if start {
+        b"\"},\n"
+    } else {
+        b"\",\"bp\":\"e\"},\n"
+    });
 }
 
 /// The closing events and `traceName`. Returns the number of events written.

@@ -503,7 +503,14 @@ mod tests {
 
     #[test]
     fn broken_structure_is_kept_as_a_string() {
-        for bad in [r#""a": 1,"#, r#""a" 1"#, "{", r#""a": [1, 2"#, "garbage", r#""a": 1}"#] {
+        for bad in [
+            r#""a": 1,"#,
+            r#""a" 1"#,
+            "{",
+            r#""a": [1, 2"#,
+            "garbage",
+            r#""a": 1}"#,
+        ] {
             let (out, how) = members(bad);
             assert_eq!(how, Outcome::Stringified, "{bad}");
             assert_strict_object(&out);
@@ -526,7 +533,15 @@ mod tests {
 
     #[test]
     fn numbers_follow_the_grammar() {
-        for good in ["0", "-0", "1.5", "1e5", "1E+5", "-1.25e-3", "123456789012345678901234567890"] {
+        for good in [
+            "0",
+            "-0",
+            "1.5",
+            "1e5",
+            "1E+5",
+            "-1.25e-3",
+            "123456789012345678901234567890",
+        ] {
             assert!(is_valid_value(good.as_bytes()), "{good}");
         }
         for bad in ["01", "1.", ".5", "+1", "1e", "--1", "0x10", "1.e3"] {

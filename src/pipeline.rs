@@ -21,6 +21,16 @@ use crate::trace::{Batch, FirstPass, Summary};
 /// Batches waiting to be formatted; two keep the writer busy while one more is extracted.
 pub const QUEUE_DEPTH: usize = 2;
 
+/// How many batches may wait for the writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    /// At most this many: extraction waits for the writer, memory stays bounded.
+    Bounded(usize),
+    /// As many as extraction produces: the caller never waits for the writer (background
+    /// exports), at the cost of holding the extracted batches in memory.
+    Unbounded,
+}
+
 /// What a finished export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ExportStats {
@@ -32,7 +42,7 @@ pub struct ExportStats {
 
 enum Job {
     Header(Box<Header>),
-    Batch(Batch),
+    Batch(Box<Batch>),
     Tail(Vec<u8>),
 }
 
@@ -65,7 +75,7 @@ impl<T> BoundedQueue<T> {
     fn new(capacity: usize) -> Self {
         BoundedQueue {
             state: Mutex::new(QueueState {
-                items: VecDeque::with_capacity(capacity),
+                items: VecDeque::with_capacity(capacity.min(64)),
                 closed: false,
                 cancelled: false,
             }),
@@ -182,8 +192,15 @@ struct Running {
 }
 
 enum Stage {
-    FirstPass { first: FirstPass, sink: Sink },
-    Streaming { summary: Arc<Summary>, running: Running, next_start: usize },
+    FirstPass {
+        first: FirstPass,
+        sink: Box<Sink>,
+    },
+    Streaming {
+        summary: Arc<Summary>,
+        running: Running,
+        next_start: usize,
+    },
     Finished,
 }
 
@@ -191,17 +208,19 @@ enum Stage {
 /// it: the writer thread stops and the temporary file is removed.
 pub struct Exporter {
     stage: Stage,
+    queue: Queue,
 }
 
 impl Exporter {
     /// Opens the output (so a bad path fails before any work is done).
-    pub fn create(path: &Path, encoding: Encoding) -> Result<Exporter> {
-        let sink = Sink::create(path, encoding)?;
+    pub fn create(path: &Path, encoding: Encoding, queue: Queue) -> Result<Exporter> {
+        let sink = Box::new(Sink::create(path, encoding)?);
         Ok(Exporter {
             stage: Stage::FirstPass {
                 first: FirstPass::new(),
                 sink,
             },
+            queue,
         })
     }
 
@@ -224,7 +243,11 @@ impl Exporter {
             }
         };
         let summary = Arc::new(first.finish(base_ns, host_pid));
-        let queue = Arc::new(BoundedQueue::new(QUEUE_DEPTH));
+        let capacity = match self.queue {
+            Queue::Bounded(depth) => depth.max(1),
+            Queue::Unbounded => usize::MAX,
+        };
+        let queue = Arc::new(BoundedQueue::new(capacity));
         let (done_tx, done) = mpsc::channel();
         let thread = {
             let summary = Arc::clone(&summary);
@@ -232,8 +255,9 @@ impl Exporter {
             thread::Builder::new()
                 .name("kinetrace-writer".into())
                 .spawn(move || {
-                    let result = catch_unwind(AssertUnwindSafe(|| run_writer(&summary, &queue, sink)))
-                        .unwrap_or_else(|p| Err(Error::Panic(panic_message(p.as_ref()))));
+                    let result =
+                        catch_unwind(AssertUnwindSafe(|| run_writer(&summary, &queue, *sink)))
+                            .unwrap_or_else(|p| Err(Error::Panic(panic_message(p.as_ref()))));
                     // Whatever happened, producers must not wait on a queue nobody reads.
                     queue.cancel();
                     let _ = done_tx.send(result);
@@ -245,7 +269,10 @@ impl Exporter {
             done,
             thread: Some(thread),
         };
-        if let Offer::Closed = running.queue.offer(Job::Header(Box::new(header)), Duration::ZERO) {
+        if let Offer::Closed = running
+            .queue
+            .offer(Job::Header(Box::new(header)), Duration::ZERO)
+        {
             return Err(Error::State("the writer stopped before the header".into()));
         }
         self.stage = Stage::Streaming {
@@ -282,15 +309,17 @@ impl Exporter {
             ..
         } = &mut self.stage
         else {
-            return Err(Error::State("batches come after start and before finish".into()));
+            return Err(Error::State(
+                "batches come after start and before finish".into(),
+            ));
         };
         let len = batch.len();
-        match running.queue.offer(Job::Batch(batch), timeout) {
+        match running.queue.offer(Job::Batch(Box::new(batch)), timeout) {
             Offer::Accepted => {
                 *next_start += len;
                 Ok(None)
             }
-            Offer::TimedOut(Job::Batch(batch)) => Ok(Some(batch)),
+            Offer::TimedOut(Job::Batch(batch)) => Ok(Some(*batch)),
             Offer::TimedOut(_) => unreachable!("the queue hands back what it was given"),
             Offer::Closed => Err(self.writer_error()),
         }
@@ -370,7 +399,8 @@ mod tests {
     use std::path::PathBuf;
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("kinetrace-pipe-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("kinetrace-pipe-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir
@@ -390,12 +420,19 @@ mod tests {
     }
 
     fn run_export(path: &Path, encoding: Encoding, n: usize, batch: usize) -> Result<ExportStats> {
-        let mut ex = Exporter::create(path, encoding)?;
+        let mut ex = Exporter::create(path, encoding, Queue::Bounded(QUEUE_DEPTH))?;
         let fp = ex.first_pass()?;
         for i in 0..n as i64 {
             fp.push(7, 7, 1_000_000 + i * 1000, 500);
         }
-        ex.start(0, 7, Header { device_properties: b"[]".to_vec(), ..Header::default() })?;
+        ex.start(
+            0,
+            7,
+            Header {
+                device_properties: b"[]".to_vec(),
+                ..Header::default()
+            },
+        )?;
         let mut start = 0;
         while start < n {
             let len = batch.min(n - start);
@@ -434,7 +471,7 @@ mod tests {
     fn bad_batch_fails_cleanly() {
         let dir = scratch("bad");
         let path = dir.join("t.json");
-        let mut ex = Exporter::create(&path, Encoding::Plain).unwrap();
+        let mut ex = Exporter::create(&path, Encoding::Plain, Queue::Bounded(QUEUE_DEPTH)).unwrap();
         ex.first_pass().unwrap().push(1, 1, 1, 1);
         ex.start(0, 1, Header::default()).unwrap();
         let mut b = cpu_batch(0, 1);
@@ -455,7 +492,7 @@ mod tests {
     fn abort_removes_the_temporary_file() {
         let dir = scratch("abort");
         let path = dir.join("t.json");
-        let mut ex = Exporter::create(&path, Encoding::Plain).unwrap();
+        let mut ex = Exporter::create(&path, Encoding::Plain, Queue::Bounded(QUEUE_DEPTH)).unwrap();
         ex.first_pass().unwrap().push(1, 1, 1, 1);
         ex.start(0, 1, Header::default()).unwrap();
         ex.abort();
@@ -470,7 +507,16 @@ mod tests {
         let plain = dir.join("t.json");
         let gz = dir.join("t.json.gz");
         run_export(&plain, Encoding::Plain, 20_000, 1000).unwrap();
-        let stats = run_export(&gz, Encoding::Gzip { level: 6, threads: 2 }, 20_000, 1000).unwrap();
+        let stats = run_export(
+            &gz,
+            Encoding::Gzip {
+                level: 6,
+                threads: 2,
+            },
+            20_000,
+            1000,
+        )
+        .unwrap();
         let mut text = Vec::new();
         flate2::read::GzDecoder::new(fs::File::open(&gz).unwrap())
             .read_to_end(&mut text)
@@ -481,7 +527,10 @@ mod tests {
             let t = std::str::from_utf8(t).unwrap();
             t[..t.find("\"traceName\"").unwrap()].to_string()
         };
-        assert!(strip(&text) == strip(&expected), "decompressed text differs");
+        assert!(
+            strip(&text) == strip(&expected),
+            "decompressed text differs"
+        );
         assert_eq!(stats.file_bytes, fs::metadata(&gz).unwrap().len());
     }
 }

@@ -113,8 +113,8 @@ fn push_u_escape(out: &mut Vec<u8>, unit: u32) {
     ]);
 }
 
-/// Decodes one generalized-UTF-8 character at the start of `s` (non-empty, first byte
-/// >= 0x80). Returns the code point and its length. Surrogates encoded in three bytes are
+/// Decodes one generalized-UTF-8 character at the start of `s` (non-empty, first byte at
+/// least 0x80). Returns the code point and its length. Surrogates encoded in three bytes are
 /// accepted (that is how lone surrogates reach us). A byte that starts no valid sequence
 /// decodes as U+FFFD, one byte long, so bad input still gives valid output.
 #[inline]

@@ -160,7 +160,8 @@ impl Sink {
             .map_err(|e| io_error("cannot write", &dest, e.into_error()))?;
         drop(file);
         if let Some(temp) = &mut self.temp {
-            fs::rename(&temp.path, &temp.target).map_err(|e| io_error("cannot replace", &dest, e))?;
+            fs::rename(&temp.path, &temp.target)
+                .map_err(|e| io_error("cannot replace", &dest, e))?;
             temp.committed = true;
         }
         Ok(SinkStats {
@@ -227,16 +228,13 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "kinetrace-sink-{}-{name}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("kinetrace-sink-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         dir
@@ -292,8 +290,14 @@ mod tests {
         }
         let err = Sink::create(&dir, Encoding::Plain).err().unwrap();
         assert!(matches!(err, Error::Io { ref source, .. } if source.raw_os_error() == Some(21)));
-        let bad = Encoding::Gzip { level: 10, threads: 1 };
-        assert!(matches!(Sink::create(&dir.join("x.gz"), bad), Err(Error::InvalidArgument(_))));
+        let bad = Encoding::Gzip {
+            level: 10,
+            threads: 1,
+        };
+        assert!(matches!(
+            Sink::create(&dir.join("x.gz"), bad),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]
@@ -330,7 +334,10 @@ mod tests {
         let mut sink = Sink::create(&link, Encoding::Plain).unwrap();
         sink.write_all(b"new").unwrap();
         sink.finish().unwrap();
-        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         assert_eq!(fs::read(&real).unwrap(), b"new");
     }
 }

@@ -134,7 +134,7 @@ impl FirstPass {
 
     /// The earliest activity timestamp, if there is any activity.
     pub fn min_ts(&self) -> Option<i64> {
-        (!self.timings.is_empty()).then(|| self.min_ts as i64)
+        (!self.timings.is_empty()).then_some(self.min_ts as i64)
     }
 
     /// Freezes the first pass into the summary every batch is formatted against.
@@ -313,9 +313,17 @@ impl Batch {
         let sel = self.selections();
         let count = |mask: &[u8]| mask.iter().filter(|&&b| b != 0).count();
         let selected = [
-            ("correlation ids", self.correlation_ids.len(), count(&sel.correlation)),
+            (
+                "correlation ids",
+                self.correlation_ids.len(),
+                count(&sel.correlation),
+            ),
             ("flows", self.flows.len(), count(&sel.flows)),
-            ("comms metadata", self.comms_metadata.len(), count(&sel.kernels)),
+            (
+                "comms metadata",
+                self.comms_metadata.len(),
+                count(&sel.kernels),
+            ),
         ];
         for (what, len, expected) in selected {
             if len != expected {
@@ -340,10 +348,7 @@ mod tests {
         assert_eq!(base % (TRIMONTH_SECONDS * 1_000_000_000), 0);
         assert!(base <= t && t - base < TRIMONTH_SECONDS * 1_000_000_000);
         // Negative times floor downwards, as Python's // does.
-        assert_eq!(
-            trimonth_base_ns(-1),
-            -TRIMONTH_SECONDS * 1_000_000_000
-        );
+        assert_eq!(trimonth_base_ns(-1), -TRIMONTH_SECONDS * 1_000_000_000);
     }
 
     #[test]
@@ -399,7 +404,13 @@ mod tests {
         assert_eq!(sel.kernels, vec![0, 1, 0]);
         assert!(b.validate(&summary).is_err());
         b.correlation_ids = vec![9];
-        b.flows = vec![Flow { flow_type: 2, start: false }; 2];
+        b.flows = vec![
+            Flow {
+                flow_type: 2,
+                start: false
+            };
+            2
+        ];
         b.comms_metadata = [""].into_iter().collect();
         b.validate(&summary).unwrap();
         b.start = 1;

@@ -4,12 +4,20 @@
 >>> kinetrace.export_chrome_trace(prof, "trace.json.gz")
 """
 
-from kinetrace._export import DEFAULT_COMPRESSLEVEL, ExportStats, export_chrome_trace
+from kinetrace._export import (
+    DEFAULT_COMPRESSLEVEL,
+    ExportHandle,
+    ExportStats,
+    export_chrome_trace,
+    wait,
+)
 from kinetrace._kinetrace import __version__
 
 __all__ = [
     "DEFAULT_COMPRESSLEVEL",
+    "ExportHandle",
     "ExportStats",
     "__version__",
     "export_chrome_trace",
+    "wait",
 ]

@@ -8,8 +8,11 @@ compresses and writes while Python extracts the next batch.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ from typing import Any
 
 from kinetrace import _kinetrace
 
-__all__ = ["DEFAULT_COMPRESSLEVEL", "ExportStats", "export_chrome_trace"]
+__all__ = ["DEFAULT_COMPRESSLEVEL", "ExportHandle", "ExportStats", "export_chrome_trace", "wait"]
 
 #: Activities per batch. Large enough that per-batch overhead vanishes, small enough that a
 #: few batches in flight stay a few MB.
@@ -56,6 +59,132 @@ class ExportStats:
     seconds: float
     #: Where the trace was written.
     path: str
+
+
+class ExportHandle:
+    """A background export: the fields are extracted, the file is being written.
+
+    ``result()`` waits for the file and returns its :class:`ExportStats`, or raises the
+    error that stopped it. An error nobody asked for is raised by the next
+    ``export_chrome_trace`` call instead, so a failure is never silent.
+    """
+
+    def __init__(self, exporter: Any, path: str, started: float) -> None:
+        self._exporter = exporter
+        self._lock = threading.Lock()
+        self._outcome: ExportStats | BaseException | None = None
+        self._reported = False
+        #: Where the trace is being written.
+        self.path = path
+        self._started = started
+
+    def done(self) -> bool:
+        """True once the file is complete (or the export failed)."""
+        return self._settle(0.0)
+
+    def result(self, timeout: float | None = None) -> ExportStats:
+        """Wait for the export (at most ``timeout`` seconds) and return its stats.
+
+        Raises:
+            TimeoutError: still running after ``timeout`` seconds.
+            OSError, ValueError, ...: whatever stopped the export.
+        """
+        if not self._settle(timeout):
+            raise TimeoutError(f"export to {self.path} still running after {timeout} s")
+        self._reported = True
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        assert self._outcome is not None
+        return self._outcome
+
+    def _settle(self, timeout: float | None) -> bool:
+        with self._lock:
+            if self._outcome is None:
+                try:
+                    counts = self._exporter.wait(timeout)
+                except Exception as exc:
+                    self._outcome = exc
+                else:
+                    if counts is None:
+                        return False
+                    events, raw_bytes, file_bytes = counts
+                    self._outcome = ExportStats(
+                        events=events,
+                        uncompressed_bytes=raw_bytes,
+                        file_bytes=file_bytes,
+                        seconds=time.perf_counter() - self._started,
+                        path=self.path,
+                    )
+                self._exporter = None
+            return True
+
+    def _unreported_error(self) -> BaseException | None:
+        if self._reported or not isinstance(self._outcome, BaseException):
+            return None
+        self._reported = True
+        return self._outcome
+
+    def __repr__(self) -> str:
+        state = "running" if self._outcome is None else "done"
+        return f"<ExportHandle {self.path!r} {state}>"
+
+
+_pending: list[ExportHandle] = []
+_pending_lock = threading.Lock()
+
+
+def _raise_unreported_errors() -> None:
+    """Raise the first error of a finished background export nobody looked at."""
+    with _pending_lock:
+        handles = list(_pending)
+    for handle in handles:
+        if handle.done():
+            with _pending_lock:
+                if handle in _pending:
+                    _pending.remove(handle)
+            error = handle._unreported_error()
+            if error is not None:
+                raise RuntimeError(
+                    f"an earlier background export to {handle.path} failed"
+                ) from error
+
+
+def wait(timeout: float | None = None) -> list[ExportStats]:
+    """Wait for every background export; return their stats in start order.
+
+    Raises the first error among them (after waiting for all of them).
+    """
+    with _pending_lock:
+        handles = list(_pending)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    first_error: BaseException | None = None
+    stats = []
+    for handle in handles:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            stats.append(handle.result(remaining))
+        except TimeoutError:
+            raise
+        except Exception as exc:
+            first_error = first_error or exc
+        with _pending_lock:
+            if handle in _pending:
+                _pending.remove(handle)
+    if first_error is not None:
+        raise first_error
+    return stats
+
+
+@atexit.register
+def _wait_at_exit() -> None:
+    """Finish pending background exports before the interpreter goes away."""
+    with _pending_lock:
+        handles = list(_pending)
+    for handle in handles:
+        try:
+            handle.result()
+        except BaseException as exc:  # report, never raise during shutdown
+            print(f"kinetrace: background export to {handle.path} failed: {exc}", file=sys.stderr)
 
 
 def available_cpus() -> int:
@@ -220,7 +349,8 @@ def export_chrome_trace(
     base_time_ns: int | None = None,
     compresslevel: int | None = None,
     threads: int | None = None,
-) -> ExportStats:
+    background: bool = False,
+) -> Any:
     """Write the trace of ``source`` to ``path`` in Chrome trace format.
 
     The bytes are those torch's own Python exporter writes for the same result, with two
@@ -245,9 +375,14 @@ def export_chrome_trace(
         compresslevel: gzip level 0-9 for ``.gz`` paths (default
             :data:`DEFAULT_COMPRESSLEVEL`).
         threads: compression threads for ``.gz`` paths (default: the cores available).
+        background: return as soon as the fields are extracted (Python needs the GIL for
+            that part) and let Rust threads format, compress and write the file while the
+            caller goes on. The extracted fields wait in memory until written.
 
     Returns:
-        :class:`ExportStats`.
+        :class:`ExportStats`; with ``background=True`` an :class:`ExportHandle` whose
+        ``result()`` gives them. :func:`wait` waits for all background exports, and they
+        are waited for at interpreter exit.
 
     Raises:
         TypeError: ``source`` is not a profiler or result, or an accessor returned a value
@@ -260,6 +395,7 @@ def export_chrome_trace(
         KeyboardInterrupt: Ctrl-C; the export stops and removes its temporary file.
     """
     started = time.perf_counter()
+    _raise_unreported_errors()
     result, source_metadata = resolve_source(source)
     if metadata is None:
         metadata = source_metadata
@@ -274,11 +410,15 @@ def export_chrome_trace(
     _check_range("threads", n_threads, 1, 256)
 
     activities = result.trace_activities()
-    exporter = _kinetrace._Exporter(fs_path, level, n_threads)
+    exporter = _kinetrace._Exporter(fs_path, level, n_threads, bool(background))
     try:
-        events, raw_bytes, file_bytes = _run(
-            exporter, result, activities, metadata, base_time_ns, trace_name
-        )
+        _extract(exporter, result, activities, metadata, base_time_ns, trace_name)
+        if background:
+            handle = ExportHandle(exporter, trace_name, started)
+            with _pending_lock:
+                _pending.append(handle)
+            return handle
+        events, raw_bytes, file_bytes = exporter.wait(None)
     except BaseException:
         exporter.abort()
         raise
@@ -298,14 +438,15 @@ def _check_range(name: str, value: Any, low: int, high: int) -> None:
         raise ValueError(f"{name} must be between {low} and {high}, got {value}")
 
 
-def _run(
+def _extract(
     exporter: Any,
     result: Any,
     activities: list[Any],
     metadata: Mapping[str, Any] | None,
     base_time_ns: int | None,
     trace_name: str,
-) -> tuple[int, int, int]:
+) -> None:
+    """Both passes over the activities; ends with the tail queued for the writer."""
     n = len(activities)
     get = _getters(activities, _FIRST_PASS_FIELDS + _SECOND_PASS_FIELDS)
     device, resource, timestamp, duration = (get[f] for f in _FIRST_PASS_FIELDS)
@@ -342,4 +483,4 @@ def _run(
             list(map(flow_start, flows)),
             _comms_metadata(_select(part, kernels)),
         )
-    return exporter.finish(trace_name)
+    exporter.close(trace_name)

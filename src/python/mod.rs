@@ -13,7 +13,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 
 use crate::error::Error;
 use crate::format::Header;
-use crate::pipeline::{ExportStats, Exporter};
+use crate::pipeline::{ExportStats, Exporter, Queue, QUEUE_DEPTH};
 use crate::sink::Encoding;
 use crate::trace::{self, Batch, Flow, StrColumn};
 
@@ -24,17 +24,16 @@ const POLL: Duration = Duration::from_millis(50);
 /// encode) come as `surrogatepass` bytes; the renderer writes them as `\udXXX` the way
 /// `json.dumps` does.
 fn str_bytes<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<std::borrow::Cow<'py, [u8]>> {
-    let s = obj.cast::<PyString>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{what} must be str, not {}",
-            type_name(obj)
-        ))
-    })?;
+    let s = obj
+        .cast::<PyString>()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be str, not {}", type_name(obj))))?;
     match s.to_str() {
         Ok(text) => Ok(std::borrow::Cow::Owned(text.as_bytes().to_vec())),
         Err(_) => {
             let encoded = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
-            Ok(std::borrow::Cow::Owned(encoded.cast::<PyBytes>()?.as_bytes().to_vec()))
+            Ok(std::borrow::Cow::Owned(
+                encoded.cast::<PyBytes>()?.as_bytes().to_vec(),
+            ))
         }
     }
 }
@@ -113,14 +112,27 @@ impl PyExporter {
 
 #[pymethods]
 impl PyExporter {
+    /// `background`: never wait for the writer while extracting (batches queue up in
+    /// memory), so the caller is released as soon as the fields are read.
     #[new]
-    #[pyo3(signature = (path, compresslevel=None, threads=1))]
-    fn new(py: Python<'_>, path: PathBuf, compresslevel: Option<u32>, threads: usize) -> PyResult<Self> {
+    #[pyo3(signature = (path, compresslevel=None, threads=1, background=false))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        compresslevel: Option<u32>,
+        threads: usize,
+        background: bool,
+    ) -> PyResult<Self> {
         let encoding = match compresslevel {
             None => Encoding::Plain,
             Some(level) => Encoding::Gzip { level, threads },
         };
-        let exporter = py.detach(|| Exporter::create(&path, encoding))?;
+        let queue = if background {
+            Queue::Unbounded
+        } else {
+            Queue::Bounded(QUEUE_DEPTH)
+        };
+        let exporter = py.detach(|| Exporter::create(&path, encoding, queue))?;
         Ok(PyExporter {
             inner: Mutex::new(ExporterState {
                 exporter,
@@ -139,7 +151,9 @@ impl PyExporter {
     ) -> PyResult<()> {
         let n = devices.len();
         if resources.len() != n || timestamps.len() != n || durations.len() != n {
-            return Err(Error::InvalidArgument("first-pass columns differ in length".into()).into());
+            return Err(
+                Error::InvalidArgument("first-pass columns differ in length".into()).into(),
+            );
         }
         let devices = int_column(devices, "device_id()")?;
         let resources = int_column(resources, "resource_id()")?;
@@ -240,7 +254,12 @@ impl PyExporter {
         batch.flows = flow_types
             .into_iter()
             .zip(flow_starts.iter())
-            .map(|(flow_type, start)| Ok(Flow { flow_type, start: start.is_truthy()? }))
+            .map(|(flow_type, start)| {
+                Ok(Flow {
+                    flow_type,
+                    start: start.is_truthy()?,
+                })
+            })
             .collect::<PyResult<_>>()?;
         let mut comms = StrColumn::with_capacity(comms_metadata.len(), 0);
         for item in comms_metadata.iter() {
@@ -262,21 +281,48 @@ impl PyExporter {
         Ok(())
     }
 
-    /// Writes the closing events and waits for the output to be complete and in place.
-    /// Returns (events, uncompressed bytes, file bytes).
-    fn finish(&self, py: Python<'_>, trace_name: &Bound<'_, PyAny>) -> PyResult<(u64, u64, u64)> {
+    /// Queues the closing events; the writer thread finishes the file on its own.
+    fn close(&self, py: Python<'_>, trace_name: &Bound<'_, PyAny>) -> PyResult<()> {
         let name = str_bytes(trace_name, "trace name")?.into_owned();
         let mut state = self.state()?;
         let exporter = &mut state.exporter;
         py.detach(|| exporter.close(name))?;
+        Ok(())
+    }
+
+    /// Waits for the output to be complete and in place (GIL released, Ctrl-C checked),
+    /// at most `timeout` seconds when given. Returns (events, uncompressed bytes, file
+    /// bytes), or None on timeout.
+    #[pyo3(signature = (timeout=None))]
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<(u64, u64, u64)>> {
+        let deadline = match timeout {
+            Some(t) if t.is_finite() && t >= 0.0 => {
+                Some(std::time::Instant::now() + Duration::from_secs_f64(t.min(1e9)))
+            }
+            Some(t) if t.is_nan() || t < 0.0 => {
+                return Err(Error::InvalidArgument(format!("timeout must be >= 0, got {t}")).into())
+            }
+            _ => None,
+        };
+        let mut state = self.state()?;
+        let exporter = &mut state.exporter;
         loop {
-            if let Some(result) = py.detach(|| exporter.wait(POLL)) {
+            let step = match deadline {
+                Some(d) => d
+                    .saturating_duration_since(std::time::Instant::now())
+                    .min(POLL),
+                None => POLL,
+            };
+            if let Some(result) = py.detach(|| exporter.wait(step)) {
                 let ExportStats {
                     events,
                     uncompressed_bytes,
                     file_bytes,
                 } = result?;
-                return Ok((events, uncompressed_bytes, file_bytes));
+                return Ok(Some((events, uncompressed_bytes, file_bytes)));
+            }
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return Ok(None);
             }
             py.check_signals()?;
         }

@@ -1,0 +1,211 @@
+"""The comparison behind ``kinetrace demo`` and ``benches/bench_export.py``.
+
+One profile, one process, the same ``_ProfilerResult`` for every exporter:
+- stock C++: Kineto's ``ChromeTraceLogger`` (``result.save``), which torch's
+  ``prof.export_chrome_trace`` calls; its ``.json.gz`` path is that file gzipped at level 9
+  by Python afterwards (torch writes a temp ``.json`` and copies it through ``gzip.open``).
+  ``save`` works once per result, so the ``.gz`` row reuses the timed ``.json`` save and
+  adds the timed gzip copy, which is exactly torch's sequence;
+- torch Python: ``torch.profiler._chrome_trace_export.export_chrome_trace``;
+- kinetrace;
+- the accessor floor: ``trace_activities()`` plus the field reads kinetrace makes, timed
+  alone. No exporter built on these accessors can beat it on one core.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import compress
+from typing import Any
+
+from kinetrace import _export
+
+EXCLUDED_EXTERNAL_ID = frozenset(
+    {
+        "gpu_memcpy",
+        "gpu_memset",
+        "kernel",
+        "cuda_runtime",
+        "cuda_driver",
+        "privateuse1_runtime",
+        "privateuse1_driver",
+    }
+)
+
+
+@dataclass
+class Row:
+    """One measured exporter run."""
+
+    exporter: str
+    fmt: str
+    seconds: float
+    size: int | None = None
+    note: str = ""
+    ratios: dict[str, float] = field(default_factory=dict)
+
+
+def record_workload(iterations: int, *, record_shapes: bool = True, with_stack: bool = False):
+    """Profile ``iterations`` steps of add/mul/sum on 8x8 tensors (6 ops a step)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.randn(8, 8)
+    with profile(
+        activities=[ProfilerActivity.CPU], record_shapes=record_shapes, with_stack=with_stack
+    ) as prof:
+        for _ in range(iterations):
+            y = (x + x) * x
+            y.sum()
+    return prof
+
+
+def accessor_floor(result: Any) -> float:
+    """Seconds for ``trace_activities()`` plus every accessor call kinetrace makes."""
+    t0 = time.perf_counter()
+    acts = result.trace_activities()
+    get = _export._getters(acts, _export._FIRST_PASS_FIELDS + _export._SECOND_PASS_FIELDS)
+    n = len(acts)
+    step = _export.BATCH_SIZE
+    for lo in range(0, n, step):
+        part = acts[lo : lo + step]
+        for f in _export._FIRST_PASS_FIELDS:
+            list(map(get[f], part))
+    for lo in range(0, n, step):
+        part = acts[lo : lo + step]
+        cats = list(map(get["type"], part))
+        linked = list(map(get["linked_correlation_id"], part))
+        flow_ids = list(map(get["flow_id"], part))
+        list(map(get["name"], part))
+        list(map(get["metadata_json"], part))
+        need = [not li and c not in EXCLUDED_EXTERNAL_ID for c, li in zip(cats, linked)]
+        list(map(get["correlation_id"], compress(part, need)))
+        flows = list(compress(part, [f > 0 for f in flow_ids]))
+        list(map(get["flow_type"], flows))
+        list(map(get["flow_start"], flows))
+        _export._comms_metadata(compress(part, [c == "kernel" for c in cats]))
+    return time.perf_counter() - t0
+
+
+def _timed(fn: Callable[[], Any], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(max(1, repeat)):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _size(path: str) -> int:
+    return os.path.getsize(path)
+
+
+def compare(
+    prof: Any,
+    out_dir: str,
+    *,
+    formats: Sequence[str] = ("json", "json.gz"),
+    repeat: int = 1,
+    extra_levels: Sequence[int] = (9,),
+    include_stock: bool = True,
+) -> list[Row]:
+    """Run every exporter on ``prof``'s result; rows in table order."""
+    from torch.profiler._chrome_trace_export import export_chrome_trace as torch_python_export
+
+    result = prof.profiler.kineto_results
+    metadata = prof._trace_metadata
+    os.makedirs(out_dir, exist_ok=True)
+    rows: list[Row] = []
+    floor = _timed(lambda: accessor_floor(result), repeat)
+    rows.append(Row("accessor floor", "-", floor, note="trace_activities() + field reads"))
+
+    stock_json = os.path.join(out_dir, "stock.json")
+    if include_stock:
+        t0 = time.perf_counter()
+        result.save(stock_json)  # works once per result
+        stock_seconds = time.perf_counter() - t0
+        if "json" in formats:
+            rows.append(Row("stock C++", "json", stock_seconds, _size(stock_json)))
+        if "json.gz" in formats:
+            stock_gz = os.path.join(out_dir, "stock.json.gz")
+
+            def gzip_copy() -> None:
+                with open(stock_json, "rb") as fin, gzip.open(stock_gz, "wb") as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
+
+            gz_seconds = _timed(gzip_copy, 1)
+            rows.append(
+                Row(
+                    "stock C++",
+                    "json.gz",
+                    stock_seconds + gz_seconds,
+                    _size(stock_gz),
+                    note=f"save {stock_seconds:.2f} s + gzip -9 {gz_seconds:.2f} s",
+                )
+            )
+
+    for fmt in formats:
+        path = os.path.join(out_dir, f"torch_python.{fmt}")
+        seconds = _timed(lambda p=path: torch_python_export(result, p, metadata), repeat)
+        rows.append(Row("torch Python", fmt, seconds, _size(path)))
+
+    for fmt in formats:
+        path = os.path.join(out_dir, f"kinetrace.{fmt}")
+        seconds = _timed(lambda p=path: _export.export_chrome_trace(prof, p), repeat)
+        level_note = f"level {_export.DEFAULT_COMPRESSLEVEL}" if fmt == "json.gz" else ""
+        rows.append(Row("kinetrace", fmt, seconds, _size(path), note=level_note))
+        if fmt == "json.gz":
+            for level in extra_levels:
+                if level == _export.DEFAULT_COMPRESSLEVEL:
+                    continue
+                path = os.path.join(out_dir, f"kinetrace.l{level}.{fmt}")
+                seconds = _timed(
+                    lambda p=path, lv=level: _export.export_chrome_trace(prof, p, compresslevel=lv),
+                    repeat,
+                )
+                rows.append(Row("kinetrace", fmt, seconds, _size(path), note=f"level {level}"))
+    _add_ratios(rows)
+    return rows
+
+
+def _add_ratios(rows: list[Row]) -> None:
+    floor = next(r.seconds for r in rows if r.exporter == "accessor floor")
+    by_key = {(r.exporter, r.fmt): r for r in rows}
+    for r in rows:
+        r.ratios["x floor"] = r.seconds / floor
+        for peer in ("stock C++", "torch Python"):
+            ref = by_key.get((peer, r.fmt))
+            if ref is not None and r.exporter == "kinetrace":
+                # > 1 means kinetrace is faster.
+                r.ratios[f"speedup vs {peer}"] = ref.seconds / r.seconds
+
+
+def format_table(rows: list[Row], activities: int | None = None) -> str:
+    """A plain-text table of ``rows``."""
+    head = f"{'exporter':<14} {'format':<8} {'seconds':>8} {'x floor':>8} {'MB':>9}  "
+    head += f"{'vs C++':>7} {'vs Py':>7}  note"
+    lines = []
+    if activities is not None:
+        lines.append(f"{activities} activities")
+    lines += [head, "-" * len(head)]
+    for r in rows:
+        size = f"{r.size / 1e6:9.2f}" if r.size is not None else f"{'-':>9}"
+        vs_c = r.ratios.get("speedup vs stock C++")
+        vs_p = r.ratios.get("speedup vs torch Python")
+        lines.append(
+            f"{r.exporter:<14} {r.fmt:<8} {r.seconds:8.3f} {r.ratios['x floor']:8.2f} {size}  "
+            f"{(f'{vs_c:.2f}x' if vs_c else '-'):>7} {(f'{vs_p:.2f}x' if vs_p else '-'):>7}  {r.note}"
+        )
+    return "\n".join(lines)
+
+
+def rows_as_dicts(rows: list[Row]) -> list[dict[str, Any]]:
+    """Rows for JSON output."""
+    return [asdict(r) for r in rows]

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main job: profile a built-in workload, export it with kinetrace and with torch's two
+# exporters on the same result, and print how they compare. Arguments go to `kinetrace demo`
+# (e.g. --iterations 10000).
+source "$(dirname "$0")/env.sh"
+ensure_venv
+build_wheel
+cd "$ROOT"
+python -m kinetrace demo "$@"

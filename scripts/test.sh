@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Every test: lint, Rust unit tests, the Python suite against the installed release wheel,
+# and a short benchmark table. This is what CI runs (.ci/run).
+source "$(dirname "$0")/env.sh"
+ensure_venv
+cd "$ROOT"
+
+log "rust: fmt, clippy, unit tests"
+cargo fmt --all -- --check
+cargo clippy --all-targets --all-features --quiet -- -D warnings
+cargo test --quiet
+
+build_wheel
+
+log "python: ruff, stub check"
+ruff check python tests benches
+ruff format --check python tests benches
+python -m mypy.stubtest kinetrace._kinetrace --ignore-missing-stub
+
+log "python: test suite (against the installed wheel)"
+set +e
+python -m pytest -q -p no:cacheprovider "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no tests: treating that as a failure" >&2
+  exit 1
+fi
+[ "$status" -eq 0 ] || exit "$status"
+
+log "benchmark (short run; the full one is benches/bench_export.py)"
+python benches/bench_export.py --iterations 5000 --repeat 1
