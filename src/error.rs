@@ -21,7 +21,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 
@@ -47,7 +50,10 @@ impl std::error::Error for Error {
 
 impl From<io::Error> for Error {
     fn from(source: io::Error) -> Self {
-        Error::Io { context: "I/O error".into(), source }
+        Error::Io {
+            context: "I/O error".into(),
+            source,
+        }
     }
 }
 
