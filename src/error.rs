@@ -20,6 +20,16 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// Back to an `io::Error` (for code that speaks `io::Write`); the context is dropped.
+    pub fn into_io(self) -> io::Error {
+        match self {
+            Error::Io { source, .. } => source,
+            Error::InvalidArgument(msg) => io::Error::new(io::ErrorKind::InvalidInput, msg),
+            Error::Interrupted => io::Error::from(io::ErrorKind::Interrupted),
+            other => io::Error::other(other.to_string()),
+        }
+    }
+
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io {
             context: context.into(),

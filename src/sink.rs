@@ -146,6 +146,15 @@ impl Sink {
         Ok(())
     }
 
+    /// Pushes everything written so far to the file (a sync flush for gzip).
+    pub fn flush(&mut self) -> Result<()> {
+        let result = match &mut self.writer {
+            Writer::Plain(w) => w.flush(),
+            Writer::Gzip(w) => w.flush(),
+        };
+        result.map_err(|e| io_error("cannot write", &self.destination, e))
+    }
+
     /// Flushes everything, then moves the temporary file into place.
     pub fn finish(mut self) -> Result<SinkStats> {
         let dest = self.destination.clone();

@@ -11,12 +11,14 @@ from kinetrace._export import (
     export_chrome_trace,
     wait,
 )
+from kinetrace._gzip import GzipWriter
 from kinetrace._kinetrace import __version__
 
 __all__ = [
     "DEFAULT_COMPRESSLEVEL",
     "ExportHandle",
     "ExportStats",
+    "GzipWriter",
     "__version__",
     "export_chrome_trace",
     "wait",

@@ -2,6 +2,7 @@
 //! with the GIL released. The public API is in `python/kinetrace/`.
 
 mod errors;
+mod gzip_writer;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -356,6 +357,7 @@ fn trimonth_base_ns(earliest_ns: i128) -> i128 {
 fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<PyExporter>()?;
+    gzip_writer::register(m)?;
     m.add_function(wrap_pyfunction!(format_microseconds, m)?)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;
     Ok(())

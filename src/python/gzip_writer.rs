@@ -1,0 +1,198 @@
+//! `_GzipEncoder`: the parallel gzip encoder for Python code, writing to a path (atomically,
+//! through `sink`) or to any writable binary file object. `kinetrace.GzipWriter` wraps it in
+//! the `io` protocol.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyByteArray, PyBytes};
+
+use super::errors::{io_to_pyerr, PyErrInIo};
+use crate::error::Error;
+use crate::gzip::ParallelGzEncoder;
+use crate::sink::{Encoding, Sink};
+
+/// A Python binary file object as an `io::Write`. Called from the encoder's writer
+/// thread, so it takes the GIL for each call.
+struct PyFileWriter {
+    file: Py<PyAny>,
+    written: u64,
+}
+
+impl Write for PyFileWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Python::attach(|py| {
+            let written = self
+                .file
+                .bind(py)
+                .call_method1("write", (PyBytes::new(py, buf),))
+                .map_err(|e| io::Error::other(PyErrInIo(e)))?;
+            // Raw files may write less than asked (an int); buffered ones return the length
+            // or None.
+            let n = match written.extract::<Option<usize>>() {
+                Ok(Some(n)) if n <= buf.len() => n,
+                Ok(_) => buf.len(),
+                Err(e) => return Err(io::Error::other(PyErrInIo(e))),
+            };
+            self.written += n as u64;
+            Ok(n)
+        })
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Python::attach(|py| {
+            let file = self.file.bind(py);
+            if file.hasattr("flush").unwrap_or(false) {
+                file.call_method0("flush")
+                    .map_err(|e| io::Error::other(PyErrInIo(e)))?;
+            }
+            Ok(())
+        })
+    }
+}
+
+enum Target {
+    Path(Sink),
+    File(ParallelGzEncoder<PyFileWriter>),
+}
+
+/// Counts reported by `close`: (uncompressed bytes, compressed bytes).
+type Counts = (u64, u64);
+
+#[pyclass(module = "kinetrace._kinetrace", name = "_GzipEncoder")]
+pub struct PyGzipEncoder {
+    target: Mutex<Option<Target>>,
+    label: String,
+}
+
+impl PyGzipEncoder {
+    fn with_target<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Target) -> io::Result<R> + Send,
+    ) -> PyResult<R> {
+        let mut guard = self
+            .target
+            .lock()
+            .map_err(|_| PyValueError::new_err("encoder poisoned by an earlier panic"))?;
+        let target = guard
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("I/O operation on closed GzipWriter"))?;
+        py.detach(|| f(target))
+            .map_err(|e| io_to_pyerr(&format!("cannot write {}", self.label), e))
+    }
+}
+
+#[pymethods]
+impl PyGzipEncoder {
+    #[new]
+    #[pyo3(signature = (target, compresslevel, threads))]
+    fn new(
+        py: Python<'_>,
+        target: &Bound<'_, PyAny>,
+        compresslevel: u32,
+        threads: usize,
+    ) -> PyResult<Self> {
+        let encoding = Encoding::Gzip {
+            level: compresslevel,
+            threads,
+        }
+        .validate()?;
+        if let Ok(path) = target.extract::<PathBuf>() {
+            let label = path.display().to_string();
+            let sink = py.detach(|| Sink::create(&path, encoding))?;
+            return Ok(PyGzipEncoder {
+                target: Mutex::new(Some(Target::Path(sink))),
+                label,
+            });
+        }
+        if !target.hasattr("write")? {
+            return Err(PyTypeError::new_err(format!(
+                "GzipWriter needs a path or a writable binary file, not {}",
+                target.get_type().name()?
+            )));
+        }
+        let writer = PyFileWriter {
+            file: target.clone().unbind(),
+            written: 0,
+        };
+        let encoder = ParallelGzEncoder::new(writer, compresslevel, threads)
+            .map_err(|e| io_to_pyerr("cannot start gzip", e))?;
+        Ok(PyGzipEncoder {
+            target: Mutex::new(Some(Target::File(encoder))),
+            label: target.repr()?.to_string(),
+        })
+    }
+
+    /// Compresses `data` (bytes-like); returns its length.
+    fn write(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let bytes: PyBackedBytes =
+            if data.is_instance_of::<PyBytes>() || data.is_instance_of::<PyByteArray>() {
+                data.extract()?
+            } else {
+                // memoryview, array, ...: bytes() copies any buffer.
+                py.import("builtins")?
+                    .getattr("bytes")?
+                    .call1((data,))?
+                    .extract()?
+            };
+        let len = bytes.len();
+        self.with_target(py, move |target| match target {
+            Target::Path(sink) => sink.write_all(&bytes).map_err(into_io),
+            Target::File(enc) => enc.write_all(&bytes),
+        })?;
+        Ok(len)
+    }
+
+    /// Makes everything written so far decodable from the output (a sync flush).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_target(py, |target| match target {
+            Target::Path(sink) => sink.flush().map_err(into_io),
+            Target::File(enc) => enc.flush(),
+        })
+    }
+
+    /// Writes the trailer and, for a path, moves the file into place. Returns
+    /// (uncompressed bytes, compressed bytes).
+    fn close(&self, py: Python<'_>) -> PyResult<Counts> {
+        let target = self
+            .target
+            .lock()
+            .map_err(|_| PyValueError::new_err("encoder poisoned by an earlier panic"))?
+            .take();
+        let Some(target) = target else {
+            return Ok((0, 0));
+        };
+        let label = self.label.clone();
+        let counts = py.detach(move || match target {
+            Target::Path(sink) => sink
+                .finish()
+                .map(|s| (s.uncompressed_bytes, s.file_bytes))
+                .map_err(Error::into_io),
+            Target::File(enc) => {
+                let bytes_in = enc.bytes_in();
+                enc.finish().map(|w| (bytes_in, w.written))
+            }
+        });
+        counts.map_err(|e| io_to_pyerr(&format!("cannot write {label}"), e))
+    }
+
+    /// Discards the output: a path's temporary file is removed, nothing more is written
+    /// to a file object.
+    fn abort(&self, py: Python<'_>) {
+        let target = self.target.lock().ok().and_then(|mut t| t.take());
+        py.detach(move || drop(target));
+    }
+}
+
+fn into_io(e: Error) -> io::Error {
+    e.into_io()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyGzipEncoder>()
+}
