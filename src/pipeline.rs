@@ -8,6 +8,7 @@
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
@@ -143,7 +144,12 @@ impl<T> BoundedQueue<T> {
 
 /// The writer thread: formats jobs in order and writes them; finishes the sink after the
 /// tail, discards it (removing the temporary file) otherwise.
-fn run_writer(summary: &Summary, queue: &BoundedQueue<Job>, mut sink: Sink) -> Result<ExportStats> {
+fn run_writer(
+    summary: &Summary,
+    queue: &BoundedQueue<Job>,
+    mut sink: Sink,
+    written: &AtomicU64,
+) -> Result<ExportStats> {
     let mut buf = Vec::with_capacity(4 << 20);
     let mut events = format::push_process_events(&mut buf, summary);
     let mut header_done = false;
@@ -162,6 +168,7 @@ fn run_writer(summary: &Summary, queue: &BoundedQueue<Job>, mut sink: Sink) -> R
                 buf.clear();
                 events += format::push_batch(&mut buf, summary, &batch);
                 sink.write_all(&buf)?;
+                written.fetch_add(buf.len() as u64, Ordering::Relaxed);
             }
             Job::Tail(trace_name) => {
                 buf.clear();
@@ -209,6 +216,8 @@ enum Stage {
 pub struct Exporter {
     stage: Stage,
     queue: Queue,
+    /// Bytes of event text formatted so far (for progress reports).
+    written: Arc<AtomicU64>,
 }
 
 impl Exporter {
@@ -221,7 +230,13 @@ impl Exporter {
                 sink,
             },
             queue,
+            written: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// Bytes of event text the writer has formatted and written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 
     /// The first pass, while it is being collected.
@@ -252,12 +267,14 @@ impl Exporter {
         let thread = {
             let summary = Arc::clone(&summary);
             let queue = Arc::clone(&queue);
+            let written = Arc::clone(&self.written);
             thread::Builder::new()
                 .name("kinetrace-writer".into())
                 .spawn(move || {
-                    let result =
-                        catch_unwind(AssertUnwindSafe(|| run_writer(&summary, &queue, *sink)))
-                            .unwrap_or_else(|p| Err(Error::Panic(panic_message(p.as_ref()))));
+                    let result = catch_unwind(AssertUnwindSafe(|| {
+                        run_writer(&summary, &queue, *sink, &written)
+                    }))
+                    .unwrap_or_else(|p| Err(Error::Panic(panic_message(p.as_ref()))));
                     // Whatever happened, producers must not wait on a queue nobody reads.
                     queue.cancel();
                     let _ = done_tx.send(result);

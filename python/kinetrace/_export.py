@@ -350,6 +350,7 @@ def export_chrome_trace(
     compresslevel: int | None = None,
     threads: int | None = None,
     background: bool = False,
+    progress: bool = False,
 ) -> Any:
     """Write the trace of ``source`` to ``path`` in Chrome trace format.
 
@@ -375,6 +376,8 @@ def export_chrome_trace(
         compresslevel: gzip level 0-9 for ``.gz`` paths (default
             :data:`DEFAULT_COMPRESSLEVEL`).
         threads: compression threads for ``.gz`` paths (default: the cores available).
+        progress: show a progress bar (events done, total, MB/s, ETA) on stderr; needs
+            ``tqdm`` (``pip install kinetrace[progress]``).
         background: return as soon as the fields are extracted (Python needs the GIL for
             that part) and let Rust threads format, compress and write the file while the
             caller goes on. The extracted fields wait in memory until written.
@@ -412,7 +415,12 @@ def export_chrome_trace(
     activities = result.trace_activities()
     exporter = _kinetrace._Exporter(fs_path, level, n_threads, bool(background))
     try:
-        _extract(exporter, result, activities, metadata, base_time_ns, trace_name)
+        bar = _ProgressBar(len(activities), trace_name, exporter) if progress else None
+        try:
+            _extract(exporter, result, activities, metadata, base_time_ns, trace_name, bar)
+        finally:
+            if bar is not None:
+                bar.close()
         if background:
             handle = ExportHandle(exporter, trace_name, started)
             with _pending_lock:
@@ -431,6 +439,36 @@ def export_chrome_trace(
     )
 
 
+class _ProgressBar:
+    """A tqdm bar over the activities of one export, with the writer's MB/s."""
+
+    def __init__(self, total: int, path: str, exporter: Any) -> None:
+        try:
+            from tqdm import tqdm
+        except ImportError as exc:
+            raise ImportError(
+                "progress=True needs tqdm: pip install tqdm (or kinetrace[progress])"
+            ) from exc
+        self._exporter = exporter
+        self._started = time.perf_counter()
+        self._bar = tqdm(
+            total=total,
+            unit="ev",
+            unit_scale=True,
+            desc=f"kinetrace {os.path.basename(path)}",
+            dynamic_ncols=True,
+        )
+
+    def advance(self, n: int) -> None:
+        elapsed = max(time.perf_counter() - self._started, 1e-9)
+        mb_per_s = self._exporter.bytes_written() / elapsed / 1e6
+        self._bar.set_postfix_str(f"{mb_per_s:.0f} MB/s", refresh=False)
+        self._bar.update(n)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
 def _check_range(name: str, value: Any, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
@@ -445,6 +483,7 @@ def _extract(
     metadata: Mapping[str, Any] | None,
     base_time_ns: int | None,
     trace_name: str,
+    bar: _ProgressBar | None = None,
 ) -> None:
     """Both passes over the activities; ends with the tail queued for the writer."""
     n = len(activities)
@@ -483,4 +522,6 @@ def _extract(
             list(map(flow_start, flows)),
             _comms_metadata(_select(part, kernels)),
         )
+        if bar is not None:
+            bar.advance(len(part))
     exporter.close(trace_name)

@@ -329,6 +329,11 @@ impl PyExporter {
         }
     }
 
+    /// Bytes of event text written so far (for progress bars).
+    fn bytes_written(&self) -> PyResult<u64> {
+        Ok(self.state()?.exporter.bytes_written())
+    }
+
     /// Stops the export and removes its temporary file. Safe to call more than once.
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
         let mut state = self.state()?;
