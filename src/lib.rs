@@ -7,6 +7,7 @@
 //! `pipeline`, which runs formatting and writing on their own thread.
 //! The Python bindings live in `python` and are compiled only with the `python` feature.
 
+pub mod check;
 pub mod error;
 pub mod format;
 pub mod fragment;

@@ -402,8 +402,7 @@ def export_chrome_trace(
     result, source_metadata = resolve_source(source)
     if metadata is None:
         metadata = source_metadata
-    fs_path = os.fspath(path)
-    trace_name = os.fsdecode(fs_path)
+    trace_name = os.fsdecode(os.fspath(path))
     is_gzip = trace_name.endswith(".gz")
     level: int | None = None
     if is_gzip:
@@ -413,7 +412,7 @@ def export_chrome_trace(
     _check_range("threads", n_threads, 1, 256)
 
     activities = result.trace_activities()
-    exporter = _kinetrace._Exporter(fs_path, level, n_threads, bool(background))
+    exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))
     try:
         bar = _ProgressBar(len(activities), trace_name, exporter) if progress else None
         try:

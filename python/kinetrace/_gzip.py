@@ -41,7 +41,7 @@ class GzipWriter(io.BufferedIOBase):
         n_threads = available_cpus() if threads is None else threads
         _check_range("threads", n_threads, 1, 256)
         if isinstance(file, (str, bytes, os.PathLike)):
-            target: Any = os.fspath(file)
+            target: Any = os.fsdecode(file)
             self.name: Any = target
         else:
             target = file

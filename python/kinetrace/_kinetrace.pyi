@@ -1,16 +1,21 @@
 """Private native module of kinetrace (Rust). The public API is in ``kinetrace``."""
 
 from os import PathLike
+from typing import Any
 
 __version__: str
 
 def format_microseconds(ns: int) -> str: ...
 def trimonth_base_ns(earliest_ns: int) -> int: ...
+def check_trace(path: str | PathLike[str], max_errors: int = 50) -> dict[str, Any]: ...
+def recompress(
+    src: str | PathLike[str], dst: str | PathLike[str], level: int, threads: int
+) -> tuple[int, int]: ...
 
 class _Exporter:
     def __init__(
         self,
-        path: str | bytes | PathLike[str],
+        path: str | PathLike[str],
         compresslevel: int | None = None,
         threads: int = 1,
         background: bool = False,

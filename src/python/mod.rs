@@ -1,6 +1,7 @@
 //! The thin PyO3 layer: copies Python lists into owned columns, then does everything else
 //! with the GIL released. The public API is in `python/kinetrace/`.
 
+mod check;
 mod errors;
 mod gzip_writer;
 
@@ -363,6 +364,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<PyExporter>()?;
     gzip_writer::register(m)?;
+    check::register(m)?;
     m.add_function(wrap_pyfunction!(format_microseconds, m)?)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;
     Ok(())
