@@ -18,10 +18,6 @@ use crate::render::{decode_char, push_ascii_escape, push_codepoint_escape, push_
 /// Key under which a member list that cannot be repaired is kept, as a string.
 pub const UNPARSED_KEY: &str = "kinetrace_unparsed_metadata";
 
-/// Nesting deeper than this is treated as invalid (and kept as a string), so a hostile
-/// fragment cannot exhaust the stack.
-const MAX_DEPTH: u32 = 512;
-
 /// What a fragment turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -108,7 +104,7 @@ fn check(s: &[u8], shape: Shape) -> Check {
     if !s.is_ascii() && std::str::from_utf8(s).is_err() {
         return Check::Invalid;
     }
-    let mut p = Parser { s, i: 0, depth: 0 };
+    let mut p = Parser { s, i: 0 };
     p.skip_ws();
     if p.i == s.len() {
         return match shape {
@@ -132,7 +128,6 @@ fn check(s: &[u8], shape: Shape) -> Check {
 struct Parser<'a> {
     s: &'a [u8],
     i: usize,
-    depth: u32,
 }
 
 impl Parser<'_> {
@@ -176,6 +171,73 @@ impl Parser<'_> {
     }
 
     fn member(&mut self) -> bool {
+        self.key_and_colon() && self.value()
+    }
+
+    /// One value. Iterative, with an explicit stack of open containers, so nesting of any
+    /// depth is checked without recursion (and accepted, as Python's parser does).
+    fn value(&mut self) -> bool {
+        // true = object, false = array; allocates only when a container opens.
+        let mut open: Vec<bool> = Vec::new();
+        loop {
+            match self.peek() {
+                Some(b'{') => {
+                    self.i += 1;
+                    self.skip_ws();
+                    if !self.eat(b'}') {
+                        open.push(true);
+                        if !self.key_and_colon() {
+                            return false;
+                        }
+                        continue;
+                    }
+                }
+                Some(b'[') => {
+                    self.i += 1;
+                    self.skip_ws();
+                    if !self.eat(b']') {
+                        open.push(false);
+                        continue;
+                    }
+                }
+                Some(b'"') => {
+                    if !self.string() {
+                        return false;
+                    }
+                }
+                Some(b't') if self.literal(b"true") => {}
+                Some(b'f') if self.literal(b"false") => {}
+                Some(b'n') if self.literal(b"null") => {}
+                Some(b'-' | b'0'..=b'9') => {
+                    if !self.number() {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+            // A value is complete: close containers until one continues with a comma.
+            loop {
+                let Some(&is_object) = open.last() else {
+                    return true;
+                };
+                self.skip_ws();
+                if self.eat(b',') {
+                    self.skip_ws();
+                    if is_object && !self.key_and_colon() {
+                        return false;
+                    }
+                    break;
+                }
+                if !self.eat(if is_object { b'}' } else { b']' }) {
+                    return false;
+                }
+                open.pop();
+            }
+        }
+    }
+
+    /// `"key" :` and the whitespace after it.
+    fn key_and_colon(&mut self) -> bool {
         if !self.string() {
             return false;
         }
@@ -184,50 +246,6 @@ impl Parser<'_> {
             return false;
         }
         self.skip_ws();
-        self.value()
-    }
-
-    fn value(&mut self) -> bool {
-        match self.peek() {
-            Some(b'"') => self.string(),
-            Some(b'{') => self.container(b'}', true),
-            Some(b'[') => self.container(b']', false),
-            Some(b't') => self.literal(b"true"),
-            Some(b'f') => self.literal(b"false"),
-            Some(b'n') => self.literal(b"null"),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            _ => false,
-        }
-    }
-
-    fn container(&mut self, close: u8, is_object: bool) -> bool {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return false;
-        }
-        self.i += 1;
-        self.skip_ws();
-        if !self.eat(close) {
-            loop {
-                let ok = if is_object {
-                    self.member()
-                } else {
-                    self.value()
-                };
-                if !ok {
-                    return false;
-                }
-                self.skip_ws();
-                if self.eat(close) {
-                    break;
-                }
-                if !self.eat(b',') {
-                    return false;
-                }
-                self.skip_ws();
-            }
-        }
-        self.depth -= 1;
         true
     }
 
@@ -330,11 +348,7 @@ fn is_json_literal_or_number(tok: &[u8]) -> bool {
     if matches!(tok, b"true" | b"false" | b"null") {
         return true;
     }
-    let mut p = Parser {
-        s: tok,
-        i: 0,
-        depth: 0,
-    };
+    let mut p = Parser { s: tok, i: 0 };
     p.number() && p.i == tok.len()
 }
 
@@ -522,13 +536,17 @@ mod tests {
     }
 
     #[test]
-    fn deep_nesting_does_not_overflow() {
-        let deep = format!("\"a\": {}{}", "[".repeat(100_000), "]".repeat(100_000));
-        let (out, how) = members(&deep);
+    fn any_nesting_depth_is_checked_without_recursion() {
+        let deep = format!(
+            "\"a\": {}0{}",
+            "[{\"k\":".repeat(100_000),
+            "}]".repeat(100_000)
+        );
+        assert_eq!(members(&deep).1, Outcome::Verbatim);
+        let unbalanced = format!("\"a\": {}{}", "[".repeat(100_000), "]".repeat(99_999));
+        let (out, how) = members(&unbalanced);
         assert_eq!(how, Outcome::Stringified);
         assert!(out.starts_with(&format!("\"{UNPARSED_KEY}\"")));
-        let ok = format!("\"a\": {}{}", "[".repeat(100), "]".repeat(100));
-        assert_eq!(members(&ok).1, Outcome::Verbatim);
     }
 
     #[test]

@@ -105,6 +105,8 @@ pub struct Sink {
 
 /// EISDIR, so Python raises `IsADirectoryError` for a directory given as the path.
 const EISDIR: i32 = 21;
+/// ELOOP: too many levels of symbolic links.
+const ELOOP: i32 = 40;
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -180,29 +182,57 @@ impl Sink {
     }
 }
 
+/// Follows symlinks by hand (as `open` would), so that a dangling link gets its target
+/// created rather than being replaced by a regular file. Returns the final path and its
+/// metadata, if it exists.
+fn resolve_links(path: &Path) -> Result<(PathBuf, Option<fs::Metadata>)> {
+    const MAX_LINKS: usize = 40; // Linux's own limit
+    let mut target = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        match fs::symlink_metadata(&target) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link =
+                    fs::read_link(&target).map_err(|e| io_error("cannot resolve", path, e))?;
+                target = match target.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            Ok(meta) => return Ok((target, Some(meta))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((target, None)),
+            Err(e) => return Err(io_error("cannot open", path, e)),
+        }
+    }
+    Err(io_error(
+        "cannot resolve",
+        path,
+        io::Error::from_raw_os_error(ELOOP),
+    ))
+}
+
 /// Opens the file to write: the destination itself when it exists and is not a regular
 /// file, else a new temporary file beside the destination (beside a symlink's target, so
-/// the link keeps pointing at the trace).
+/// the link keeps pointing at the trace). A file that will replace an existing one gets
+/// that file's permissions.
 fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
-    let target = match fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => {
+    let (target, existing) = resolve_links(path)?;
+    match &existing {
+        Some(meta) if meta.is_dir() => {
             return Err(io_error(
                 "cannot write",
                 path,
                 io::Error::from_raw_os_error(EISDIR),
             ));
         }
-        Ok(meta) if !meta.is_file() => {
+        Some(meta) if !meta.is_file() => {
             let file = OpenOptions::new()
                 .write(true)
                 .open(path)
                 .map_err(|e| io_error("cannot open", path, e))?;
             return Ok((file, None));
         }
-        Ok(_) => fs::canonicalize(path).map_err(|e| io_error("cannot resolve", path, e))?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => path.to_path_buf(),
-        Err(e) => return Err(io_error("cannot open", path, e)),
-    };
+        _ => {}
+    }
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -229,6 +259,10 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
                     target,
                     committed: false,
                 };
+                if let Some(meta) = &existing {
+                    file.set_permissions(meta.permissions())
+                        .map_err(|e| io_error("cannot set permissions of", path, e))?;
+                }
                 return Ok((file, Some(temp)));
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -330,6 +364,40 @@ mod tests {
             Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(28)),
             other => panic!("expected ENOSPC, got {other:?}"),
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn dangling_symlink_gets_its_target_created() {
+        let dir = scratch("dangling");
+        fs::create_dir(dir.join("runs")).unwrap();
+        let link = dir.join("latest.json");
+        std::os::unix::fs::symlink("runs/trace.json", &link).unwrap();
+        let mut sink = Sink::create(&link, Encoding::Plain).unwrap();
+        sink.write_all(b"new").unwrap();
+        sink.finish().unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(dir.join("runs/trace.json")).unwrap(), b"new");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn replacing_keeps_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("perms");
+        let dest = dir.join("t.json");
+        fs::write(&dest, b"old").unwrap();
+        fs::set_permissions(&dest, fs::Permissions::from_mode(0o600)).unwrap();
+        let mut sink = Sink::create(&dest, Encoding::Plain).unwrap();
+        sink.write_all(b"new").unwrap();
+        sink.finish().unwrap();
+        assert_eq!(
+            fs::metadata(&dest).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 
     #[cfg(unix)]

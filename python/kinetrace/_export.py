@@ -404,10 +404,11 @@ def export_chrome_trace(
         metadata = source_metadata
     trace_name = os.fsdecode(os.fspath(path))
     is_gzip = trace_name.endswith(".gz")
+    if compresslevel is not None:  # checked even where unused, so a typo never passes
+        _check_range("compresslevel", compresslevel, 0, 9)
     level: int | None = None
     if is_gzip:
         level = DEFAULT_COMPRESSLEVEL if compresslevel is None else compresslevel
-        _check_range("compresslevel", level, 0, 9)
     n_threads = available_cpus() if threads is None else threads
     _check_range("threads", n_threads, 1, 256)
 

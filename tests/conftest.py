@@ -1,0 +1,30 @@
+"""Shared test configuration.
+
+Hypothesis profiles (choose with ``HYPOTHESIS_PROFILE=<name>``):
+
+- ``default``: 150 examples per property, no deadline (exports write files and start a
+  writer thread; timing varies on a loaded 2-core machine).
+- ``ci``: 200 examples, derandomized (reproducible), no example database.
+- ``dev``: 25 examples, for a quick local run.
+- ``thorough``: 2000 examples, for an occasional long run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+_common = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+settings.register_profile("default", max_examples=150, **_common)
+settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **_common)
+settings.register_profile("dev", max_examples=25, **_common)
+settings.register_profile("thorough", max_examples=2000, **_common)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))

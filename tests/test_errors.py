@@ -1,0 +1,393 @@
+"""Errors: wrong sources, unwritable paths, failing accessors, bad arguments. A failed export
+raises a clear exception and leaves no partial or temporary file behind, and never touches
+an existing file at the destination."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+from pathlib import Path
+
+import kinetrace
+import pytest
+import torch
+import torch.profiler._chrome_trace_export as torch_export
+from activities import BASE, T0, Clock, FakeActivity, FakeResult, Raise, launch_set, torch_bytes
+from torch.profiler import ProfilerActivity, profile
+
+
+class AccessorError(Exception):
+    """Raised by a fake accessor; must reach the caller unchanged."""
+
+
+def small_result() -> FakeResult:
+    return FakeResult(launch_set(3))
+
+
+def big_result(
+    n: int = 12_000,
+    *,
+    fail_at: int | None = None,
+    field: str = "name",
+    exc: BaseException | None = None,
+) -> FakeResult:
+    clock = Clock()
+    acts = [
+        FakeActivity(
+            name=f"op{i % 13}",
+            timestamp=clock(),
+            correlation_id=i + 1,
+            metadata_json=f'"Ev Idx": {i}',
+        )
+        for i in range(n)
+    ]
+    if fail_at is not None:
+        acts[fail_at].values[field] = Raise(exc if exc is not None else AccessorError("boom"))
+    return FakeResult(acts)
+
+
+def temp_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".kinetrace-tmp"))
+
+
+# --- sources ---------------------------------------------------------------------------------
+
+
+def test_profile_not_stopped(tmp_path):
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        torch.ones(2).add_(1)
+        with pytest.raises(RuntimeError, match="not stopped"):
+            kinetrace.export_chrome_trace(prof, tmp_path / "t.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_profile_never_started(tmp_path):
+    prof = profile(activities=[ProfilerActivity.CPU])
+    with pytest.raises(RuntimeError, match="not been started"):
+        kinetrace.export_chrome_trace(prof, tmp_path / "t.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_legacy_profiler_not_stopped(tmp_path):
+    with torch.autograd.profiler.profile() as prof:
+        with pytest.raises(RuntimeError, match="not stopped"):
+            kinetrace.export_chrome_trace(prof, tmp_path / "t.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("source", [object(), None, "trace.json", 42, [FakeActivity()]])
+def test_not_a_profiler(tmp_path, source):
+    with pytest.raises(TypeError, match="export_chrome_trace"):
+        kinetrace.export_chrome_trace(source, tmp_path / "t.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- destinations ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_missing_parent_directory(tmp_path, name):
+    path = tmp_path / "no" / "such" / name
+    with pytest.raises(FileNotFoundError) as info:
+        kinetrace.export_chrome_trace(small_result(), path)
+    assert info.value.errno == errno.ENOENT
+    assert "no/such" in str(info.value)
+    assert not path.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_directory_as_path(tmp_path, gz):
+    target = tmp_path / ("d.json.gz" if gz else "d.json")
+    target.mkdir()
+    with pytest.raises(IsADirectoryError):
+        kinetrace.export_chrome_trace(small_result(), target)
+    assert target.is_dir() and list(target.iterdir()) == []
+    assert temp_files(tmp_path) == []
+
+
+def test_relative_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = small_result()
+    expected = torch_bytes(result, "rel.json", base=BASE)
+    kinetrace.export_chrome_trace(result, "rel.json", base_time_ns=BASE)
+    assert Path("rel.json").read_bytes() == expected
+    assert sorted(os.listdir(".")) == ["rel.json"]
+
+
+def test_symlink_destination_keeps_link(tmp_path):
+    (tmp_path / "runs").mkdir()
+    target = tmp_path / "runs" / "trace.json"
+    target.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    result = small_result()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch_export, "_trimester_base_ns", lambda: BASE)
+        torch_export.export_chrome_trace(result, str(link), None)  # writes through the link
+    assert link.is_symlink()
+    expected = target.read_bytes()
+    target.write_text("old")
+    kinetrace.export_chrome_trace(result, link, base_time_ns=BASE)
+    assert link.is_symlink()
+    assert target.read_bytes() == expected
+    assert temp_files(tmp_path) == [] and temp_files(tmp_path / "runs") == []
+
+
+def test_dangling_symlink_destination_creates_target(tmp_path):
+    """torch's open(path, "w") follows a dangling link and creates its target; the link
+    must survive the export."""
+    (tmp_path / "runs").mkdir()
+    target = tmp_path / "runs" / "trace.json"
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    result = small_result()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch_export, "_trimester_base_ns", lambda: BASE)
+        torch_export.export_chrome_trace(result, str(link), None)  # creates the target
+    assert link.is_symlink()
+    expected = target.read_bytes()
+    target.unlink()  # dangling again
+    kinetrace.export_chrome_trace(result, link, base_time_ns=BASE)
+    assert link.is_symlink(), "the symlink was replaced by a regular file"
+    assert target.read_bytes() == expected
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o755], ids=oct)
+def test_replacing_a_file_keeps_its_permissions(tmp_path, mode):
+    """torch truncates an existing file in place, so its mode survives; an atomic replace
+    must carry it over (a private 0600 trace must not become world-readable)."""
+    path = tmp_path / "t.json"
+    path.write_text("old")
+    path.chmod(mode)
+    torch_export.export_chrome_trace(small_result(), str(path), None)
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    kinetrace.export_chrome_trace(small_result(), path)
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+
+
+def test_new_file_mode_follows_umask(tmp_path):
+    old = os.umask(0o077)
+    try:
+        kinetrace.export_chrome_trace(small_result(), tmp_path / "k.json")
+        torch_export.export_chrome_trace(small_result(), str(tmp_path / "t.json"), None)
+    finally:
+        os.umask(old)
+    k_mode = stat.S_IMODE((tmp_path / "k.json").stat().st_mode)
+    assert k_mode == stat.S_IMODE((tmp_path / "t.json").stat().st_mode) == 0o600
+
+
+def test_dev_null():
+    stats = kinetrace.export_chrome_trace(big_result(2_000), "/dev/null")
+    assert stats.uncompressed_bytes > 0
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert temp_files(Path("/dev")) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("kwargs", [{}, {"threads": 1}, {"threads": 2}])
+def test_dev_full_reports_enospc(kwargs):
+    before = sorted(os.listdir("/dev"))
+    with pytest.raises(OSError) as info:
+        kinetrace.export_chrome_trace(big_result(20_000), "/dev/full", **kwargs)
+    assert info.value.errno == errno.ENOSPC
+    assert type(info.value) is OSError
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert sorted(os.listdir("/dev")) == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_dev_full_background_reports_enospc():
+    """The error surfaces either from the call (the writer failed while the fields were
+    still being extracted) or from the handle -- never silently."""
+    try:
+        handle = kinetrace.export_chrome_trace(big_result(20_000), "/dev/full", background=True)
+    except OSError as exc:
+        error = exc
+    else:
+        with pytest.raises(OSError) as info:
+            handle.result(timeout=60)
+        error = info.value
+    assert error.errno == errno.ENOSPC
+    # Reported once: the next export does not raise it again.
+    kinetrace.export_chrome_trace(small_result(), "/dev/null")
+
+
+# --- a failing accessor leaves the old file alone --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "field, index",
+    [
+        ("name", 4_999),  # second pass, first batch
+        ("name", 10_000),  # second pass, second batch (the first is already written)
+        ("timestamp", 4_999),  # first pass
+        ("metadata_json", 11_999),  # the last activity
+        ("type", 0),
+    ],
+)
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_failing_accessor_keeps_existing_file(tmp_path, field, index, suffix):
+    path = tmp_path / f"trace{suffix}"
+    path.write_bytes(b"old content")
+    exc = AccessorError(f"{field} failed")
+    result = big_result(fail_at=index, field=field, exc=exc)
+    with pytest.raises(AccessorError) as info:
+        kinetrace.export_chrome_trace(result, path)
+    assert info.value is exc
+    assert path.read_bytes() == b"old content"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_failing_accessor_new_file_not_created(tmp_path):
+    path = tmp_path / "trace.json"
+    with pytest.raises(AccessorError):
+        kinetrace.export_chrome_trace(big_result(fail_at=4_999), path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failing_linked_activity(tmp_path):
+    acts = launch_set(3)
+    kernel = next(a for a in acts if a.peek("type") == "kernel")
+    kernel.values["linked_activity"] = Raise(AccessorError("linked"))
+    path = tmp_path / "t.json"
+    path.write_text("keep")
+    with pytest.raises(AccessorError, match="linked"):
+        kinetrace.export_chrome_trace(FakeResult(acts), path)
+    assert path.read_text() == "keep"
+    assert temp_files(tmp_path) == []
+
+
+def test_keyboard_interrupt_from_accessor(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text("keep")
+    with pytest.raises(KeyboardInterrupt):
+        kinetrace.export_chrome_trace(big_result(fail_at=9_000, exc=KeyboardInterrupt()), path)
+    assert path.read_text() == "keep"
+    assert temp_files(tmp_path) == []
+
+
+def test_export_after_failure_works(tmp_path):
+    path = tmp_path / "t.json"
+    with pytest.raises(AccessorError):
+        kinetrace.export_chrome_trace(big_result(fail_at=100), path)
+    stats = kinetrace.export_chrome_trace(small_result(), path)
+    assert path.stat().st_size == stats.file_bytes
+
+
+# --- arguments -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", [-1, 10, 100])
+def test_compresslevel_out_of_range(tmp_path, level):
+    with pytest.raises(ValueError, match="compresslevel"):
+        kinetrace.export_chrome_trace(small_result(), tmp_path / "t.json.gz", compresslevel=level)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("level", [1.5, "6", True])
+def test_compresslevel_wrong_type(tmp_path, level):
+    with pytest.raises(TypeError, match="compresslevel"):
+        kinetrace.export_chrome_trace(small_result(), tmp_path / "t.json.gz", compresslevel=level)
+
+
+@pytest.mark.parametrize("threads", [0, -1, 257])
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_threads_out_of_range(tmp_path, threads, name):
+    with pytest.raises(ValueError, match="threads"):
+        kinetrace.export_chrome_trace(small_result(), tmp_path / name, threads=threads)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_base_time_wrong_type(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text("keep")
+    with pytest.raises(TypeError, match="base_time_ns"):
+        kinetrace.export_chrome_trace(small_result(), path, base_time_ns=1.5)
+    assert path.read_text() == "keep"
+    assert temp_files(tmp_path) == []
+
+
+# --- accessors returning the wrong type ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("name", 5),
+        ("name", None),
+        ("name", b"bytes"),
+        ("type", None),
+        ("metadata_json", None),
+        ("metadata_json", {"a": 1}),
+        ("timestamp", "123"),
+        ("timestamp", 1.5),
+        ("duration", None),
+        ("device_id", "0"),
+        ("resource_id", 2.0),
+        ("linked_correlation_id", None),
+        ("flow_id", "1"),
+        ("correlation_id", "7"),
+    ],
+)
+def test_accessor_wrong_type(tmp_path, field, value):
+    acts = [FakeActivity(timestamp=T0 + i, correlation_id=i + 1) for i in range(3)]
+    acts[1].values[field] = value
+    path = tmp_path / "t.json"
+    path.write_text("keep")
+    with pytest.raises(TypeError, match=rf"{field}\(\)"):
+        kinetrace.export_chrome_trace(FakeResult(acts, trace_start_ns=T0), path)
+    assert path.read_text() == "keep"
+    assert temp_files(tmp_path) == []
+
+
+def test_flow_type_wrong_type(tmp_path):
+    acts = [FakeActivity(timestamp=T0, flow_id=3, flow_type="2", flow_start=True)]
+    with pytest.raises(TypeError, match=r"flow_type\(\)"):
+        kinetrace.export_chrome_trace(FakeResult(acts), tmp_path / "t.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("timestamp", 2**63),
+        ("timestamp", -(2**63) - 1),
+        ("duration", 2**64),
+        ("resource_id", 2**63),
+        ("device_id", -(2**70)),
+        ("correlation_id", 2**63),
+        ("flow_id", 2**63),
+    ],
+)
+def test_int_beyond_int64(tmp_path, field, value):
+    acts = [FakeActivity(timestamp=T0 + i, correlation_id=i + 1, flow_id=1) for i in range(3)]
+    acts[2].values[field] = value
+    with pytest.raises((TypeError, OverflowError)) as info:
+        kinetrace.export_chrome_trace(FakeResult(acts, trace_start_ns=T0), tmp_path / "t.json")
+    message = str(info.value)
+    assert f"{field}()" in message and "64-bit" in message
+    assert str(value) in message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_unreported_background_error_raised_by_next_export(tmp_path):
+    """A background export that failed and was never asked for its result is not silent:
+    the next export raises it (chained), once."""
+    handle = kinetrace.export_chrome_trace(small_result(), "/dev/full", background=True)
+    deadline = 600
+    while not handle.done() and deadline:
+        deadline -= 1
+        threading.Event().wait(0.05)
+    assert handle.done()
+    with pytest.raises(RuntimeError, match="earlier background export") as info:
+        kinetrace.export_chrome_trace(small_result(), tmp_path / "next.json")
+    assert isinstance(info.value.__cause__, OSError)
+    assert info.value.__cause__.errno == errno.ENOSPC
+    assert not (tmp_path / "next.json").exists()
+    # Reported now: the export after that works.
+    kinetrace.export_chrome_trace(small_result(), tmp_path / "next.json")
+    assert (tmp_path / "next.json").exists()
