@@ -45,6 +45,8 @@ enum Job {
     Header(Box<Header>),
     Batch(Box<Batch>),
     Tail(Vec<u8>),
+    /// Makes the writer thread panic: lets tests check that a panic becomes an error.
+    PanicForTests,
 }
 
 /// Result of offering an item to the queue.
@@ -170,6 +172,7 @@ fn run_writer(
                 sink.write_all(&buf)?;
                 written.fetch_add(buf.len() as u64, Ordering::Relaxed);
             }
+            Job::PanicForTests => panic!("panic requested by a test"),
             Job::Tail(trace_name) => {
                 buf.clear();
                 events += format::push_tail(&mut buf, summary, &trace_name);
@@ -339,6 +342,21 @@ impl Exporter {
             Offer::TimedOut(Job::Batch(batch)) => Ok(Some(*batch)),
             Offer::TimedOut(_) => unreachable!("the queue hands back what it was given"),
             Offer::Closed => Err(self.writer_error()),
+        }
+    }
+
+    /// Makes the writer thread panic (for tests of the panic path).
+    #[doc(hidden)]
+    pub fn inject_panic_for_tests(&mut self) -> Result<()> {
+        let Stage::Streaming { running, .. } = &mut self.stage else {
+            return Err(Error::State("the writer is not running".into()));
+        };
+        match running
+            .queue
+            .offer(Job::PanicForTests, Duration::from_secs(60))
+        {
+            Offer::Accepted => Ok(()),
+            _ => Err(Error::State("the writer is not accepting work".into())),
         }
     }
 
@@ -515,6 +533,26 @@ mod tests {
         ex.abort();
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
         assert!(ex.offer_batch(cpu_batch(0, 1), Duration::ZERO).is_err());
+    }
+
+    #[test]
+    fn writer_panic_becomes_an_error_and_removes_the_file() {
+        let dir = scratch("panic");
+        let path = dir.join("t.json");
+        let mut ex = Exporter::create(&path, Encoding::Plain, Queue::Bounded(QUEUE_DEPTH)).unwrap();
+        ex.first_pass().unwrap().push(1, 1, 1, 1);
+        ex.start(0, 1, Header::default()).unwrap();
+        ex.inject_panic_for_tests().unwrap();
+        let err = loop {
+            if let Some(r) = ex.wait(Duration::from_millis(50)) {
+                break r.unwrap_err();
+            }
+        };
+        assert!(
+            matches!(err, Error::Panic(ref m) if m.contains("requested by a test")),
+            "{err:?}"
+        );
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
     }
 
     #[test]

@@ -330,6 +330,12 @@ impl PyExporter {
         }
     }
 
+    /// Makes the writer thread panic (tests of the panic path only).
+    fn _inject_panic(&self) -> PyResult<()> {
+        self.state()?.exporter.inject_panic_for_tests()?;
+        Ok(())
+    }
+
     /// Bytes of event text written so far (for progress bars).
     fn bytes_written(&self) -> PyResult<u64> {
         Ok(self.state()?.exporter.bytes_written())
@@ -353,6 +359,13 @@ fn format_microseconds(ns: i128) -> String {
     String::from_utf8(out).expect("digits and a dot are ASCII")
 }
 
+/// Panics on the calling thread (tests of the panic path only): PyO3 turns it into
+/// `pyo3_runtime.PanicException` and the interpreter goes on.
+#[pyfunction]
+fn _panic_for_tests() {
+    panic!("panic requested by a test");
+}
+
 /// The trimonth time base for a trace whose earliest time is `earliest_ns`.
 #[pyfunction]
 fn trimonth_base_ns(earliest_ns: i128) -> i128 {
@@ -367,5 +380,6 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     check::register(m)?;
     m.add_function(wrap_pyfunction!(format_microseconds, m)?)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     Ok(())
 }
