@@ -22,11 +22,16 @@ from kinetrace import _bench
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=50_000, help="workload steps (6 ops each)")
+    parser.add_argument(
+        "--iterations", type=int, default=50_000, help="workload steps (6 ops each)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="best of N (stock C++ runs once)")
     parser.add_argument("--no-shapes", action="store_true", help="profile without record_shapes")
     parser.add_argument("--with-stack", action="store_true", help="profile with with_stack")
     parser.add_argument("--formats", default="json,json.gz")
+    parser.add_argument(
+        "--workers", default="1,2", help="kinetrace worker counts to run (comma-separated)"
+    )
     parser.add_argument("--out", default=None, help="directory for the traces (default: temp)")
     parser.add_argument("--json", default=None, help="write the rows here as JSON")
     args = parser.parse_args(argv)
@@ -40,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kinetrace-bench-") as tmp:
         out = args.out or tmp
         rows = _bench.compare(
-            prof, out, formats=args.formats.split(","), repeat=args.repeat
+            prof,
+            out,
+            formats=args.formats.split(","),
+            repeat=args.repeat,
+            worker_counts=[int(w) for w in args.workers.split(",")],
         )
     print(_bench.format_table(rows, n))
     if args.json:

@@ -310,7 +310,7 @@ fn push_flow(
 /// The closing events and `traceName`. Returns the number of events written.
 pub fn push_tail(out: &mut Vec<u8>, summary: &Summary, trace_name: &[u8]) -> u64 {
     let mut events = 1;
-    if summary.activity_count() > 0 {
+    if summary.total_activities > 0 {
         let its = rel_text(summary, summary.min_ts);
         out.extend_from_slice(
             b"{\"ph\":\"X\",\"cat\":\"Trace\",\"name\":\"PyTorch Profiler (0)\",\

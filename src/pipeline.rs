@@ -32,6 +32,16 @@ pub enum Queue {
     Unbounded,
 }
 
+/// What the output holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// A whole trace: header, process/thread events, the activities, the closing events.
+    Whole,
+    /// Only the events of this process's activities: a worker's slice of a trace, which
+    /// the parent splices into the whole.
+    Slice,
+}
+
 /// What a finished export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ExportStats {
@@ -39,11 +49,24 @@ pub struct ExportStats {
     pub events: u64,
     pub uncompressed_bytes: u64,
     pub file_bytes: u64,
+    /// For a gzip slice: the CRC-32 of its text (its length is `uncompressed_bytes`).
+    pub piece_crc: Option<u32>,
+}
+
+/// A worker's finished slice, to be appended where the parent's own events end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceOutput {
+    pub path: std::path::PathBuf,
+    pub events: u64,
+    pub text_len: u64,
+    /// Present for a gzip piece.
+    pub crc: Option<u32>,
 }
 
 enum Job {
     Header(Box<Header>),
     Batch(Box<Batch>),
+    Append(SliceOutput),
     Tail(Vec<u8>),
     /// Makes the writer thread panic: lets tests check that a panic becomes an error.
     PanicForTests,
@@ -128,6 +151,10 @@ impl<T> BoundedQueue<T> {
         item
     }
 
+    fn is_cancelled(&self) -> bool {
+        self.lock().cancelled
+    }
+
     fn close(&self) {
         self.lock().closed = true;
         self.not_empty.notify_all();
@@ -151,9 +178,13 @@ fn run_writer(
     queue: &BoundedQueue<Job>,
     mut sink: Sink,
     written: &AtomicU64,
+    framing: Framing,
 ) -> Result<ExportStats> {
     let mut buf = Vec::with_capacity(4 << 20);
-    let mut events = format::push_process_events(&mut buf, summary);
+    let mut events = match framing {
+        Framing::Whole => format::push_process_events(&mut buf, summary),
+        Framing::Slice => 0,
+    };
     let mut header_done = false;
     let mut tail_done = false;
     while let Some(job) = queue.pop() {
@@ -172,6 +203,13 @@ fn run_writer(
                 sink.write_all(&buf)?;
                 written.fetch_add(buf.len() as u64, Ordering::Relaxed);
             }
+            Job::Append(slice) => {
+                let file = std::fs::File::open(&slice.path)
+                    .map_err(|e| Error::io(format!("cannot read {}", slice.path.display()), e))?;
+                sink.append_slice(file, slice.text_len, slice.crc)?;
+                events += slice.events;
+                written.fetch_add(slice.text_len, Ordering::Relaxed);
+            }
             Job::PanicForTests => panic!("panic requested by a test"),
             Job::Tail(trace_name) => {
                 buf.clear();
@@ -181,17 +219,23 @@ fn run_writer(
             }
         }
     }
-    if !(header_done && tail_done) {
+    let complete = match framing {
+        Framing::Whole => header_done && tail_done,
+        Framing::Slice => !queue.is_cancelled(),
+    };
+    if !complete {
         return Err(Error::Interrupted);
     }
     let SinkStats {
         uncompressed_bytes,
         file_bytes,
+        piece,
     } = sink.finish()?;
     Ok(ExportStats {
         events,
         uncompressed_bytes,
         file_bytes,
+        piece_crc: piece.map(|(crc, _)| crc),
     })
 }
 
@@ -219,6 +263,7 @@ enum Stage {
 pub struct Exporter {
     stage: Stage,
     queue: Queue,
+    framing: Framing,
     /// Bytes of event text formatted so far (for progress reports).
     written: Arc<AtomicU64>,
 }
@@ -226,6 +271,23 @@ pub struct Exporter {
 impl Exporter {
     /// Opens the output (so a bad path fails before any work is done).
     pub fn create(path: &Path, encoding: Encoding, queue: Queue) -> Result<Exporter> {
+        Self::create_framed(path, encoding, queue, Framing::Whole)
+    }
+
+    /// Like [`Exporter::create`], for a whole trace or a worker's slice. A slice in gzip
+    /// is written as a raw deflate piece.
+    pub fn create_framed(
+        path: &Path,
+        encoding: Encoding,
+        queue: Queue,
+        framing: Framing,
+    ) -> Result<Exporter> {
+        let encoding = match (framing, encoding) {
+            (Framing::Slice, Encoding::Gzip { level, threads }) => {
+                Encoding::GzipPiece { level, threads }
+            }
+            (_, other) => other,
+        };
         let sink = Box::new(Sink::create(path, encoding)?);
         Ok(Exporter {
             stage: Stage::FirstPass {
@@ -233,6 +295,7 @@ impl Exporter {
                 sink,
             },
             queue,
+            framing,
             written: Arc::new(AtomicU64::new(0)),
         })
     }
@@ -271,11 +334,12 @@ impl Exporter {
             let summary = Arc::clone(&summary);
             let queue = Arc::clone(&queue);
             let written = Arc::clone(&self.written);
+            let framing = self.framing;
             thread::Builder::new()
                 .name("kinetrace-writer".into())
                 .spawn(move || {
                     let result = catch_unwind(AssertUnwindSafe(|| {
-                        run_writer(&summary, &queue, *sink, &written)
+                        run_writer(&summary, &queue, *sink, &written, framing)
                     }))
                     .unwrap_or_else(|p| Err(Error::Panic(panic_message(p.as_ref()))));
                     // Whatever happened, producers must not wait on a queue nobody reads.
@@ -289,11 +353,13 @@ impl Exporter {
             done,
             thread: Some(thread),
         };
-        if let Offer::Closed = running
-            .queue
-            .offer(Job::Header(Box::new(header)), Duration::ZERO)
-        {
-            return Err(Error::State("the writer stopped before the header".into()));
+        if self.framing == Framing::Whole {
+            if let Offer::Closed = running
+                .queue
+                .offer(Job::Header(Box::new(header)), Duration::ZERO)
+            {
+                return Err(Error::State("the writer stopped before the header".into()));
+            }
         }
         self.stage = Stage::Streaming {
             summary: Arc::clone(&summary),
@@ -360,12 +426,31 @@ impl Exporter {
         }
     }
 
-    /// Queues the closing events and closes the queue; then call [`Exporter::wait`].
+    /// Queues a worker's finished slice after the events queued so far.
+    pub fn append_slice(&mut self, slice: SliceOutput) -> Result<()> {
+        self.offer_job(Job::Append(slice))
+    }
+
+    /// Queues the closing events (none for a slice) and closes the queue; then call
+    /// [`Exporter::wait`].
     pub fn close(&mut self, trace_name: Vec<u8>) -> Result<()> {
+        if self.framing == Framing::Whole {
+            self.offer_job(Job::Tail(trace_name))?;
+        }
+        match &mut self.stage {
+            Stage::Streaming { running, .. } => {
+                running.queue.close();
+                Ok(())
+            }
+            _ => Err(Error::State("close comes after start".into())),
+        }
+    }
+
+    /// Queues a job, waiting as long as it takes for room.
+    fn offer_job(&mut self, mut job: Job) -> Result<()> {
         let Stage::Streaming { running, .. } = &mut self.stage else {
-            return Err(Error::State("close comes after start".into()));
+            return Err(Error::State("the export has not started".into()));
         };
-        let mut job = Job::Tail(trace_name);
         loop {
             match running.queue.offer(job, Duration::from_millis(100)) {
                 Offer::Accepted => break,
@@ -373,7 +458,6 @@ impl Exporter {
                 Offer::Closed => return Err(self.writer_error()),
             }
         }
-        running.queue.close();
         Ok(())
     }
 

@@ -18,13 +18,22 @@ use crate::gzip::ParallelGzEncoder;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
     Plain,
-    Gzip { level: u32, threads: usize },
+    Gzip {
+        level: u32,
+        threads: usize,
+    },
+    /// A raw deflate piece (no gzip header or trailer, byte-aligned, not final) for a
+    /// worker process's slice, spliced into the parent's gzip member afterwards.
+    GzipPiece {
+        level: u32,
+        threads: usize,
+    },
 }
 
 impl Encoding {
     /// Checks the gzip settings (level 0..=9, threads 1..=256).
     pub fn validate(self) -> Result<Self> {
-        if let Encoding::Gzip { level, threads } = self {
+        if let Encoding::Gzip { level, threads } | Encoding::GzipPiece { level, threads } = self {
             if level > 9 {
                 return Err(Error::InvalidArgument(format!(
                     "compresslevel must be between 0 and 9, got {level}"
@@ -47,6 +56,8 @@ pub struct SinkStats {
     pub uncompressed_bytes: u64,
     /// Bytes that reached the file.
     pub file_bytes: u64,
+    /// For a [`Encoding::GzipPiece`] output: CRC-32 and length of the text it holds.
+    pub piece: Option<(u32, u64)>,
 }
 
 /// A file being written that is removed on drop unless it was committed.
@@ -93,6 +104,7 @@ impl Write for CountingFile {
 enum Writer {
     Plain(CountingFile),
     Gzip(ParallelGzEncoder<CountingFile>),
+    Piece(ParallelGzEncoder<CountingFile>),
 }
 
 /// An output being written. Dropping it without [`Sink::finish`] discards it.
@@ -129,6 +141,10 @@ impl Sink {
                 ParallelGzEncoder::new(file, level, threads)
                     .map_err(|e| io_error("cannot start gzip for", path, e))?,
             ),
+            Encoding::GzipPiece { level, threads } => Writer::Piece(
+                ParallelGzEncoder::new_piece(file, level, threads)
+                    .map_err(|e| io_error("cannot start gzip for", path, e))?,
+            ),
         };
         Ok(Sink {
             writer,
@@ -141,7 +157,7 @@ impl Sink {
     pub fn write_all(&mut self, buf: &[u8]) -> Result<()> {
         let result = match &mut self.writer {
             Writer::Plain(w) => w.write_all(buf),
-            Writer::Gzip(w) => w.write_all(buf),
+            Writer::Gzip(w) | Writer::Piece(w) => w.write_all(buf),
         };
         result.map_err(|e| io_error("cannot write", &self.destination, e))?;
         self.uncompressed += buf.len() as u64;
@@ -152,17 +168,56 @@ impl Sink {
     pub fn flush(&mut self) -> Result<()> {
         let result = match &mut self.writer {
             Writer::Plain(w) => w.flush(),
-            Writer::Gzip(w) => w.flush(),
+            Writer::Gzip(w) | Writer::Piece(w) => w.flush(),
         };
         result.map_err(|e| io_error("cannot write", &self.destination, e))
+    }
+
+    /// Appends the output of a worker's slice: its text for plain output, its raw deflate
+    /// piece (`piece` = CRC-32 and length of its text) for gzip. `text_len` is the length
+    /// of the text either way.
+    pub fn append_slice(&mut self, mut src: File, text_len: u64, piece: Option<u32>) -> Result<()> {
+        let dest = self.destination.clone();
+        let result = match (&mut self.writer, piece) {
+            (Writer::Plain(w), None) => w.inner.flush().and_then(|_| {
+                // File to file: std copies in the kernel (copy_file_range) where it can.
+                let copied = io::copy(&mut src, w.inner.get_mut())?;
+                w.written += copied;
+                if copied == text_len {
+                    Ok(())
+                } else {
+                    Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("worker output has {copied} bytes, expected {text_len}"),
+                    ))
+                }
+            }),
+            (Writer::Gzip(w) | Writer::Piece(w), Some(crc)) => w.append_piece(src, crc, text_len),
+            _ => {
+                return Err(Error::State(
+                    "a worker's output does not match this output's encoding".into(),
+                ))
+            }
+        };
+        result.map_err(|e| io_error("cannot write", &dest, e))?;
+        self.uncompressed += text_len;
+        Ok(())
     }
 
     /// Flushes everything, then moves the temporary file into place.
     pub fn finish(mut self) -> Result<SinkStats> {
         let dest = self.destination.clone();
+        let mut piece = None;
         let file = match self.writer {
             Writer::Plain(w) => w,
             Writer::Gzip(w) => w.finish().map_err(|e| io_error("cannot write", &dest, e))?,
+            Writer::Piece(w) => {
+                let (file, crc, len) = w
+                    .finish_piece()
+                    .map_err(|e| io_error("cannot write", &dest, e))?;
+                piece = Some((crc, len));
+                file
+            }
         };
         let file_bytes = file.written;
         let file = file
@@ -178,6 +233,7 @@ impl Sink {
         Ok(SinkStats {
             uncompressed_bytes: self.uncompressed,
             file_bytes,
+            piece,
         })
     }
 }

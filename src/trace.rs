@@ -72,6 +72,8 @@ pub struct FirstPass {
     threads: BTreeMap<(i64, i64), i64>,
     min_ts: i128,
     max_end: i128,
+    /// Activities of later slices merged in with [`FirstPass::merge`].
+    merged_activities: usize,
     // The last keys seen, to skip most map lookups (activities come in runs).
     last_device: Option<i64>,
     last_thread: Option<(i64, i64)>,
@@ -86,6 +88,7 @@ impl Default for FirstPass {
             // Torch starts from 2**63 and 0.
             min_ts: 1i128 << 63,
             max_end: 0,
+            merged_activities: 0,
             last_device: None,
             last_thread: None,
         }
@@ -134,7 +137,32 @@ impl FirstPass {
 
     /// The earliest activity timestamp, if there is any activity.
     pub fn min_ts(&self) -> Option<i64> {
-        (!self.timings.is_empty()).then_some(self.min_ts as i64)
+        (self.timings.len() + self.merged_activities > 0).then_some(self.min_ts as i64)
+    }
+
+    /// What another process needs of this slice's first pass to merge it.
+    pub fn partial(&self) -> PartialSummary {
+        PartialSummary {
+            activities: self.timings.len() + self.merged_activities,
+            min_ts: self.min_ts,
+            max_end: self.max_end,
+            devices: self.devices.iter().map(|(&k, &v)| (k, v)).collect(),
+            threads: self.threads.iter().map(|(&k, &v)| (k, v)).collect(),
+        }
+    }
+
+    /// Merges the first pass of the slice that follows this one (slices are merged in
+    /// order, so a device's or thread's first timestamp stays the first in the trace).
+    pub fn merge(&mut self, later: &PartialSummary) {
+        for &(device, ts) in &later.devices {
+            self.devices.entry(device).or_insert(ts);
+        }
+        for &(key, ts) in &later.threads {
+            self.threads.entry(key).or_insert(ts);
+        }
+        self.min_ts = self.min_ts.min(later.min_ts);
+        self.max_end = self.max_end.max(later.max_end);
+        self.merged_activities += later.activities;
     }
 
     /// Freezes the first pass into the summary every batch is formatted against.
@@ -142,6 +170,7 @@ impl FirstPass {
         Summary {
             base_ns,
             host_pid,
+            total_activities: self.timings.len() + self.merged_activities,
             timings: self.timings,
             devices: self.devices.into_iter().collect(),
             threads: self.threads.into_iter().collect(),
@@ -151,12 +180,25 @@ impl FirstPass {
     }
 }
 
+/// A slice's first pass as another process sends it for merging.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartialSummary {
+    pub activities: usize,
+    pub min_ts: i128,
+    pub max_end: i128,
+    pub devices: Vec<(i64, i64)>,
+    pub threads: Vec<((i64, i64), i64)>,
+}
+
 /// The result of the first pass, shared read-only by everything that formats.
 #[derive(Debug)]
 pub struct Summary {
     pub base_ns: i128,
     /// The pid of the exporting process: activities on this device are the CPU.
     pub host_pid: i64,
+    /// Activities in the whole trace (this process's slice and the merged ones).
+    pub total_activities: usize,
+    /// Timings of this process's own slice, in order.
     pub timings: Vec<Timing>,
     /// (device, first ts), sorted by device.
     pub devices: Vec<(i64, i64)>,
@@ -167,6 +209,7 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Activities this process formats (its own slice).
     pub fn activity_count(&self) -> usize {
         self.timings.len()
     }
@@ -380,6 +423,37 @@ mod tests {
         let s = fp.finish(0, 1);
         assert_eq!(s.min_ts, 1i128 << 63);
         assert_eq!(s.max_end, 0);
+    }
+
+    #[test]
+    fn merging_slices_equals_one_pass() {
+        let acts: Vec<(i64, i64, i64, i64)> = (0..50)
+            .map(|i| (i % 3 - 1, (i * 7) % 5, 1000 - i * 13, (i % 4) - 1))
+            .collect();
+        let mut whole = FirstPass::new();
+        for &(d, r, t, u) in &acts {
+            whole.push(d, r, t, u);
+        }
+        let whole = whole.finish(0, 1);
+        for cut in [0, 1, 17, 49, 50] {
+            let (mut head, mut tail) = (FirstPass::new(), FirstPass::new());
+            for &(d, r, t, u) in &acts[..cut] {
+                head.push(d, r, t, u);
+            }
+            for &(d, r, t, u) in &acts[cut..] {
+                tail.push(d, r, t, u);
+            }
+            head.merge(&tail.partial());
+            let merged = head.finish(0, 1);
+            assert_eq!(merged.devices, whole.devices, "cut {cut}");
+            assert_eq!(merged.threads, whole.threads, "cut {cut}");
+            assert_eq!(
+                (merged.min_ts, merged.max_end),
+                (whole.min_ts, whole.max_end)
+            );
+            assert_eq!(merged.total_activities, 50);
+            assert_eq!(merged.activity_count(), cut);
+        }
     }
 
     #[test]

@@ -773,6 +773,10 @@ def torch_bytes(
         os.remove(path)
 
 
+#: Worker counts every fidelity comparison also runs with (forked extraction, POSIX only).
+WORKER_COUNTS = (2, 3) if hasattr(os, "fork") else ()
+
+
 def compare(
     result: Any,
     tmp_path: Path,
@@ -795,11 +799,21 @@ def compare(
         base = expected_base(result)
     path = str(tmp_path / name)
     expected = torch_bytes(result, path, metadata, base=base)  # type: ignore[arg-type]
-    if isinstance(result, FakeResult):
-        result.reset_counts()
     kwargs = dict(kinetrace_kwargs)
     if base is not None:
         kwargs["base_time_ns"] = base
+    if "workers" not in kwargs and not kwargs.get("background"):
+        # Forked extraction must write the same text for any worker count. Run those first:
+        # the read counts checked after compare() belong to the single-process export.
+        for workers in WORKER_COUNTS:
+            kinetrace.export_chrome_trace(
+                result if source is None else source, path, metadata, workers=workers, **kwargs
+            )
+            data = Path(path).read_bytes()
+            assert_same_bytes(expected, single_member_text(data) if name.endswith(".gz") else data)
+        kwargs["workers"] = 1
+    if isinstance(result, FakeResult):
+        result.reset_counts()
     stats = kinetrace.export_chrome_trace(
         result if source is None else source, path, metadata, **kwargs
     )

@@ -84,7 +84,7 @@ def accessor_floor(result: Any) -> float:
         flow_ids = list(map(get["flow_id"], part))
         list(map(get["name"], part))
         list(map(get["metadata_json"], part))
-        need = [not li and c not in EXCLUDED_EXTERNAL_ID for c, li in zip(cats, linked)]
+        need = [not li and c not in EXCLUDED_EXTERNAL_ID for c, li in zip(cats, linked, strict=True)]
         list(map(get["correlation_id"], compress(part, need)))
         flows = list(compress(part, [f > 0 for f in flow_ids]))
         list(map(get["flow_type"], flows))
@@ -115,6 +115,7 @@ def compare(
     repeat: int = 1,
     extra_levels: Sequence[int] = (9,),
     include_stock: bool = True,
+    worker_counts: Sequence[int] = (1, 2),
 ) -> list[Row]:
     """Run every exporter on ``prof``'s result; rows in table order."""
     from torch.profiler._chrome_trace_export import export_chrome_trace as torch_python_export
@@ -157,27 +158,36 @@ def compare(
         rows.append(Row("torch Python", fmt, seconds, _size(path)))
 
     for fmt in formats:
-        path = os.path.join(out_dir, f"kinetrace.{fmt}")
-        seconds = _timed(lambda p=path: _export.export_chrome_trace(prof, p), repeat)
-        level_note = f"level {_export.DEFAULT_COMPRESSLEVEL}" if fmt == "json.gz" else ""
-        rows.append(Row("kinetrace", fmt, seconds, _size(path), note=level_note))
+        for workers in worker_counts:
+            path = os.path.join(out_dir, f"kinetrace.w{workers}.{fmt}")
+            seconds = _timed(
+                lambda p=path, w=workers: _export.export_chrome_trace(prof, p, workers=w), repeat
+            )
+            note = f"{workers} worker{'s' if workers > 1 else ''}"
+            if fmt == "json.gz":
+                note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
+            rows.append(Row("kinetrace", fmt, seconds, _size(path), note=note))
         if fmt == "json.gz":
             for level in extra_levels:
                 if level == _export.DEFAULT_COMPRESSLEVEL:
                     continue
                 path = os.path.join(out_dir, f"kinetrace.l{level}.{fmt}")
                 seconds = _timed(
-                    lambda p=path, lv=level: _export.export_chrome_trace(prof, p, compresslevel=lv),
+                    lambda p=path, lv=level: _export.export_chrome_trace(
+                        prof, p, compresslevel=lv, workers=1
+                    ),
                     repeat,
                 )
-                rows.append(Row("kinetrace", fmt, seconds, _size(path), note=f"level {level}"))
+                rows.append(
+                    Row("kinetrace", fmt, seconds, _size(path), note=f"1 worker, level {level}")
+                )
     _add_ratios(rows)
     return rows
 
 
 def _add_ratios(rows: list[Row]) -> None:
     floor = next(r.seconds for r in rows if r.exporter == "accessor floor")
-    by_key = {(r.exporter, r.fmt): r for r in rows}
+    by_key = {(r.exporter, r.fmt): r for r in rows if r.exporter != "kinetrace"}
     for r in rows:
         r.ratios["x floor"] = r.seconds / floor
         for peer in ("stock C++", "torch Python"):
@@ -199,9 +209,11 @@ def format_table(rows: list[Row], activities: int | None = None) -> str:
         size = f"{r.size / 1e6:9.2f}" if r.size is not None else f"{'-':>9}"
         vs_c = r.ratios.get("speedup vs stock C++")
         vs_p = r.ratios.get("speedup vs torch Python")
+        vs_c_text = f"{vs_c:.2f}x" if vs_c else "-"
+        vs_p_text = f"{vs_p:.2f}x" if vs_p else "-"
         lines.append(
             f"{r.exporter:<14} {r.fmt:<8} {r.seconds:8.3f} {r.ratios['x floor']:8.2f} {size}  "
-            f"{(f'{vs_c:.2f}x' if vs_c else '-'):>7} {(f'{vs_p:.2f}x' if vs_p else '-'):>7}  {r.note}"
+            f"{vs_c_text:>7} {vs_p_text:>7}  {r.note}"
         )
     return "\n".join(lines)
 

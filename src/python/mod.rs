@@ -15,9 +15,16 @@ use pyo3::types::{PyBytes, PyList, PyString};
 
 use crate::error::Error;
 use crate::format::Header;
-use crate::pipeline::{ExportStats, Exporter, Queue, QUEUE_DEPTH};
+use crate::pipeline::{ExportStats, Exporter, Framing, Queue, SliceOutput, QUEUE_DEPTH};
 use crate::sink::Encoding;
-use crate::trace::{self, Batch, Flow, StrColumn};
+use crate::trace::{self, Batch, Flow, PartialSummary, StrColumn};
+
+/// A slice's first pass as Python carries it: (activities, min ts, max end,
+/// [(device, first ts)], [((device, tid), first ts)]).
+type PartialTuple = (usize, i128, i128, Vec<(i64, i64)>, Vec<((i64, i64), i64)>);
+
+/// A finished export: (events, uncompressed bytes, file bytes, CRC-32 of a gzip slice).
+type Finished = (u64, u64, u64, Option<u32>);
 
 /// How long a blocking wait runs with the GIL released before checking for Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
@@ -116,14 +123,17 @@ impl PyExporter {
 impl PyExporter {
     /// `background`: never wait for the writer while extracting (batches queue up in
     /// memory), so the caller is released as soon as the fields are read.
+    /// `slice`: write only this process's activity events (a worker's slice; a raw
+    /// deflate piece for gzip), for the parent to splice in with `append_slice`.
     #[new]
-    #[pyo3(signature = (path, compresslevel=None, threads=1, background=false))]
+    #[pyo3(signature = (path, compresslevel=None, threads=1, background=false, slice=false))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         compresslevel: Option<u32>,
         threads: usize,
         background: bool,
+        slice: bool,
     ) -> PyResult<Self> {
         let encoding = match compresslevel {
             None => Encoding::Plain,
@@ -134,7 +144,12 @@ impl PyExporter {
         } else {
             Queue::Bounded(QUEUE_DEPTH)
         };
-        let exporter = py.detach(|| Exporter::create(&path, encoding, queue))?;
+        let framing = if slice {
+            Framing::Slice
+        } else {
+            Framing::Whole
+        };
+        let exporter = py.detach(|| Exporter::create_framed(&path, encoding, queue, framing))?;
         Ok(PyExporter {
             inner: Mutex::new(ExporterState {
                 exporter,
@@ -167,6 +182,53 @@ impl PyExporter {
         for i in 0..n {
             first.push(devices[i], resources[i], timestamps[i], durations[i]);
         }
+        Ok(())
+    }
+
+    /// This slice's first pass, for the parent to merge: (activities, min ts, max end,
+    /// [(device, first ts)], [((device, tid), first ts)]).
+    #[allow(clippy::type_complexity)]
+    fn partial_summary(
+        &self,
+    ) -> PyResult<(usize, i128, i128, Vec<(i64, i64)>, Vec<((i64, i64), i64)>)> {
+        let mut state = self.state()?;
+        let p = state.exporter.first_pass()?.partial();
+        Ok((p.activities, p.min_ts, p.max_end, p.devices, p.threads))
+    }
+
+    /// Merges the first pass of the next slice (a worker's `partial_summary()`).
+    fn merge_partial(&self, partial: PartialTuple) -> PyResult<()> {
+        let (activities, min_ts, max_end, devices, threads) = partial;
+        let later = PartialSummary {
+            activities,
+            min_ts,
+            max_end,
+            devices,
+            threads,
+        };
+        self.state()?.exporter.first_pass()?.merge(&later);
+        Ok(())
+    }
+
+    /// Queues a worker's finished slice file after the events submitted so far.
+    #[pyo3(signature = (path, events, text_len, crc=None))]
+    fn append_slice(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        events: u64,
+        text_len: u64,
+        crc: Option<u32>,
+    ) -> PyResult<()> {
+        let mut state = self.state()?;
+        let exporter = &mut state.exporter;
+        let slice = SliceOutput {
+            path,
+            events,
+            text_len,
+            crc,
+        };
+        py.detach(|| exporter.append_slice(slice))?;
         Ok(())
     }
 
@@ -294,9 +356,9 @@ impl PyExporter {
 
     /// Waits for the output to be complete and in place (GIL released, Ctrl-C checked),
     /// at most `timeout` seconds when given. Returns (events, uncompressed bytes, file
-    /// bytes), or None on timeout.
+    /// bytes, CRC-32 of a gzip slice or None), or None on timeout.
     #[pyo3(signature = (timeout=None))]
-    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<(u64, u64, u64)>> {
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Finished>> {
         let deadline = match timeout {
             Some(t) if t.is_finite() && t >= 0.0 => {
                 Some(std::time::Instant::now() + Duration::from_secs_f64(t.min(1e9)))
@@ -320,8 +382,9 @@ impl PyExporter {
                     events,
                     uncompressed_bytes,
                     file_bytes,
+                    piece_crc,
                 } = result?;
-                return Ok(Some((events, uncompressed_bytes, file_bytes)));
+                return Ok(Some((events, uncompressed_bytes, file_bytes, piece_crc)));
             }
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Ok(None);

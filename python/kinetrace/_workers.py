@@ -1,0 +1,294 @@
+"""Forked extraction: several processes read and format contiguous slices of the activities.
+
+Reading an activity goes through torch's pybind11 accessors with the GIL held, so one
+process reads at one core's speed whatever the threads. Forked processes each read their
+own slice in parallel. The activity list is built once, before the fork, and inherited.
+
+The parent works on slice 0 and forks one worker per other slice. Protocol, per worker:
+1. the worker runs the first pass on its slice and sends its partial summary;
+2. the parent merges the summaries in slice order (so the first timestamp per device and
+   thread is the trace's first), picks the time base, sends it to every worker and writes
+   the header and process/thread events;
+3. each worker formats its slice into a file beside the destination (plain text, or a raw
+   deflate piece for gzip) and reports its counts;
+4. the parent writes its own slice, then splices each worker's output in order, then the
+   closing events. The trace text is byte-identical to the single-process export.
+
+Workers touch nothing but the activity accessors and kinetrace's own code (device
+properties and metadata are read by the parent), never return into the caller's code
+(they leave with ``os._exit``), and are killed and reaped when the export fails or is
+interrupted, so no partial file and no zombie is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import struct
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from kinetrace import _kinetrace
+from kinetrace._export import (
+    Getters,
+    available_cpus,
+    first_pass,
+    second_pass,
+)
+
+__all__ = ["MIN_ACTIVITIES_PER_WORKER", "can_fork", "default_workers", "export_forked"]
+
+#: Below this many activities per worker a fork costs more than it saves.
+MIN_ACTIVITIES_PER_WORKER = 50_000
+#: Default cap on workers: past it, the list build and the merge dominate.
+MAX_DEFAULT_WORKERS = 8
+
+_LENGTH = struct.Struct("<Q")
+
+
+def can_fork() -> bool:
+    """Whether forked extraction is possible here (POSIX with ``os.fork``)."""
+    return hasattr(os, "fork") and sys.platform != "win32"
+
+
+def default_workers(activities: int) -> int:
+    """Workers used when the caller does not say: the cores available, at most
+    :data:`MAX_DEFAULT_WORKERS`, and one per :data:`MIN_ACTIVITIES_PER_WORKER` activities."""
+    if not can_fork():
+        return 1
+    by_size = activities // MIN_ACTIVITIES_PER_WORKER
+    return max(1, min(available_cpus(), MAX_DEFAULT_WORKERS, by_size))
+
+
+class WorkerError(RuntimeError):
+    """A worker process died or failed without an exception we could carry back."""
+
+
+def _fork() -> int:
+    with warnings.catch_warnings():
+        # Python warns that forking a multi-threaded process may deadlock the child: a lock
+        # held by another thread at fork time stays locked there. The child here takes no
+        # such lock: it only calls torch's activity accessors (reads of inherited memory,
+        # under the GIL it inherits from this thread), pickles small tuples, and runs
+        # kinetrace's Rust code, which starts its own fresh threads; it does not import,
+        # touch CUDA, or run atexit handlers, and it leaves with os._exit.
+        warnings.filterwarnings(
+            "ignore",
+            message=r".*use of fork\(\) may lead to deadlocks",
+            category=DeprecationWarning,
+        )
+        return os.fork()
+
+
+def _send(fd: int, message: Any) -> None:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    data = memoryview(_LENGTH.pack(len(payload)) + payload)
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks = []
+    while n:
+        chunk = os.read(fd, n)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _receive(fd: int) -> Any:
+    head = _read_exact(fd, _LENGTH.size)
+    if head is None:
+        raise EOFError
+    payload = _read_exact(fd, _LENGTH.unpack(head)[0])
+    if payload is None:
+        raise EOFError
+    return pickle.loads(payload)
+
+
+@dataclass
+class _Worker:
+    index: int
+    pid: int
+    to_worker: int
+    from_worker: int
+    output: str
+    reaped: bool = False
+
+    def receive(self, expected: str) -> tuple[Any, ...]:
+        try:
+            message = _receive(self.from_worker)
+        except EOFError:
+            raise WorkerError(f"export worker {self.index} {self._fate()}") from None
+        if message[0] == "error":
+            error = message[1]
+            if isinstance(error, BaseException):
+                raise error
+            raise WorkerError(f"export worker {self.index} failed: {error}")
+        if message[0] != expected:
+            raise WorkerError(f"export worker {self.index} sent {message[0]!r}")
+        return message[1:]
+
+    def _fate(self) -> str:
+        status = self.reap()
+        if status is None:
+            return "closed its pipe"
+        if os.WIFSIGNALED(status):
+            return f"(pid {self.pid}) was killed by signal {os.WTERMSIG(status)}"
+        return f"(pid {self.pid}) exited with status {os.waitstatus_to_exitcode(status)}"
+
+    def kill(self) -> None:
+        if not self.reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def reap(self) -> int | None:
+        if self.reaped:
+            return None
+        _, status = os.waitpid(self.pid, 0)
+        self.reaped = True
+        return status
+
+    def close_pipes(self) -> None:
+        for fd in (self.to_worker, self.from_worker):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _worker_main(
+    part: list[Any],
+    get: Getters,
+    output: str,
+    level: int | None,
+    threads: int,
+    host_pid: int,
+    from_parent: int,
+    to_parent: int,
+) -> None:
+    """Runs in the forked child; never returns."""
+    code = 1
+    exporter = None
+    try:
+        # Ctrl-C goes to the whole process group: let it end the worker at once; the
+        # parent sees the death and cleans up.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        exporter = _kinetrace._Exporter(output, level, threads, False, True)
+        first_pass(exporter, part, get)
+        _send(to_parent, ("summary", exporter.partial_summary()))
+        (base,) = _receive(from_parent)
+        exporter.start(base, host_pid, "[]", [], [])
+        second_pass(exporter, part, get)
+        exporter.close("")
+        events, text_len, file_len, crc = exporter.wait(None)
+        _send(to_parent, ("done", events, text_len, file_len, crc))
+        code = 0
+    except BaseException as exc:
+        if exporter is not None:
+            with contextlib.suppress(BaseException):
+                exporter.abort()  # removes its temporary file; os._exit runs no destructor
+        with contextlib.suppress(BaseException):
+            try:
+                pickle.dumps(exc)
+                _send(to_parent, ("error", exc))
+            except Exception:
+                _send(to_parent, ("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        os._exit(code)
+
+
+def export_forked(
+    exporter: Any,
+    activities: list[Any],
+    get: Getters,
+    workers: int,
+    output_path: str,
+    level: int | None,
+    threads: int,
+    start: Any,
+    bar: Any = None,
+) -> list[str]:
+    """Both passes with ``workers`` processes (this one included). ``start(exporter)``
+    ends the first pass (time base, header) and returns the base. Returns the worker
+    output files: delete them once the exporter has finished (it reads them)."""
+    n = len(activities)
+    bounds = [n * i // workers for i in range(workers + 1)]
+    host_pid = os.getpid()
+    directory = os.path.dirname(os.path.abspath(output_path))
+    name = os.path.basename(output_path)
+    per_process_threads = max(1, threads // workers)
+    started: list[_Worker] = []
+    outputs: list[str] = []
+    try:
+        for i in range(1, workers):
+            output = os.path.join(directory, f".{name}.{host_pid}.w{i}.kinetrace-tmp")
+            outputs.append(output)
+            parent_r, child_w = os.pipe()
+            child_r, parent_w = os.pipe()
+            pid = _fork()
+            if pid == 0:  # the worker
+                os.close(parent_r)
+                os.close(parent_w)
+                _worker_main(
+                    activities[bounds[i] : bounds[i + 1]],
+                    get,
+                    output,
+                    level,
+                    per_process_threads,
+                    host_pid,
+                    child_r,
+                    child_w,
+                )
+            os.close(child_r)
+            os.close(child_w)
+            started.append(_Worker(i, pid, parent_w, parent_r, output))
+
+        own = activities[bounds[0] : bounds[1]]
+        first_pass(exporter, own, get)
+        for worker in started:
+            (partial,) = worker.receive("summary")
+            exporter.merge_partial(partial)
+        base = start(exporter)
+        for worker in started:
+            _send(worker.to_worker, (base,))
+        second_pass(exporter, own, get, bar)
+        for worker in started:
+            events, text_len, _file_len, crc = worker.receive("done")
+            exporter.append_slice(worker.output, events, text_len, crc)
+            if bar is not None:
+                bar.advance(bounds[worker.index + 1] - bounds[worker.index])
+        for worker in started:
+            worker.reap()
+    except BaseException:
+        for worker in started:
+            worker.kill()
+        for worker in started:
+            with contextlib.suppress(ChildProcessError):
+                worker.reap()
+        remove_outputs(outputs)
+        raise
+    finally:
+        for worker in started:
+            worker.close_pipes()
+            with contextlib.suppress(ChildProcessError):
+                worker.reap()
+    return outputs
+
+
+def remove_outputs(paths: list[str]) -> None:
+    """Deletes worker output files, and the temporary files of workers that were killed
+    before they could remove them, whatever state the export ended in."""
+    import glob
+
+    for path in paths:
+        directory, name = os.path.split(path)
+        pattern = f".{glob.escape(name)}.*.kinetrace-tmp"
+        leftovers = glob.glob(os.path.join(glob.escape(directory), pattern))
+        for leftover in [path, *leftovers]:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(leftover)
