@@ -1,0 +1,191 @@
+"""Forked extraction (``workers=``): failures in workers, interrupts, cleanup, fallbacks.
+
+Byte identity for every worker count is checked by ``activities.compare``, which every
+fidelity test goes through.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+from activities import PID, T0, FakeActivity, FakeResult
+
+import kinetrace
+from kinetrace import _workers
+
+pytestmark = pytest.mark.skipif(not _workers.can_fork(), reason="needs os.fork")
+
+PARENT = os.getpid()
+
+
+class InWorker(FakeActivity):
+    """An activity whose ``name()`` runs ``action`` when read in a forked worker."""
+
+    def __init__(self, action, **kwargs):
+        super().__init__(**kwargs)
+        self.action = action
+
+    def name(self):
+        if os.getpid() != PARENT:
+            self.action()
+        return super().name()
+
+
+def _activities(n: int, special_at: int | None = None, action=None) -> list[FakeActivity]:
+    acts: list[FakeActivity] = []
+    for i in range(n):
+        kwargs = {"timestamp": T0 + 1000 * i, "correlation_id": i + 1, "name": f"op{i}"}
+        if i == special_at:
+            acts.append(InWorker(action, **kwargs))
+        else:
+            acts.append(FakeActivity(**kwargs))
+    return acts
+
+
+def _no_children_left() -> bool:
+    """True when this process has no child at all (running or zombie)."""
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def _leftovers(directory) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".kinetrace-tmp"))
+
+
+@pytest.fixture
+def existing(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_bytes(b"previous trace")
+    return path
+
+
+def _raise_value_error():
+    raise ValueError("bad activity in a worker")
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_worker_exception_is_raised_in_the_caller(tmp_path, suffix):
+    path = tmp_path / f"t{suffix}"
+    path.write_bytes(b"previous trace")
+    result = FakeResult(_activities(400, special_at=350, action=_raise_value_error))
+    with pytest.raises(ValueError, match="bad activity in a worker"):
+        kinetrace.export_chrome_trace(result, path, workers=2)
+    assert path.read_bytes() == b"previous trace"
+    assert _leftovers(tmp_path) == []
+    assert _no_children_left()
+
+
+def _kill_self():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _exit_3():
+    os._exit(3)
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [(_kill_self, "killed by signal 9"), (_exit_3, "exited with status 3")],
+)
+def test_worker_that_dies(existing, action, message):
+    result = FakeResult(_activities(400, special_at=399, action=action))
+    with pytest.raises(_workers.WorkerError, match=message):
+        kinetrace.export_chrome_trace(result, existing, workers=2)
+    assert existing.read_bytes() == b"previous trace"
+    assert _leftovers(existing.parent) == []
+    assert _no_children_left()
+
+
+def test_ctrl_c_stops_every_worker(existing):
+    # Slow workers: every read in a worker sleeps, so the export runs for seconds.
+    result = FakeResult(_activities(3000, special_at=None))
+    for act in result.activities[1000:]:
+        act.__class__ = InWorker
+        act.action = lambda: time.sleep(0.002)
+    sent = []
+
+    def interrupt():
+        sent.append(time.monotonic())
+        os.kill(PARENT, signal.SIGINT)
+
+    timer = threading.Timer(0.5, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            kinetrace.export_chrome_trace(result, existing, workers=3)
+        stopped = time.monotonic()
+    finally:
+        timer.cancel()
+    assert sent, "the export finished before the interrupt"
+    assert stopped - sent[0] < 0.5
+    assert existing.read_bytes() == b"previous trace"
+    assert _leftovers(existing.parent) == []
+    assert _no_children_left()
+
+
+def test_workers_argument_is_checked(tmp_path):
+    result = FakeResult(_activities(10))
+    with pytest.raises(ValueError, match="workers"):
+        kinetrace.export_chrome_trace(result, tmp_path / "t.json", workers=0)
+    with pytest.raises(TypeError, match="workers"):
+        kinetrace.export_chrome_trace(result, tmp_path / "t.json", workers="2")
+
+
+def test_no_fork_falls_back_with_a_warning(tmp_path, monkeypatch):
+    result = FakeResult(_activities(50))
+    kinetrace.export_chrome_trace(result, tmp_path / "a.json", workers=1, base_time_ns=0)
+    monkeypatch.setattr(_workers, "can_fork", lambda: False)
+    with pytest.warns(RuntimeWarning, match="needs os.fork"):
+        kinetrace.export_chrome_trace(result, tmp_path / "b.json", workers=2, base_time_ns=0)
+    a = (tmp_path / "a.json").read_bytes()
+    b = (tmp_path / "b.json").read_bytes()
+    assert a.replace(b"a.json", b"b.json") == b
+
+
+def test_default_workers_scale_with_size():
+    assert _workers.default_workers(10) == 1
+    assert _workers.default_workers(_workers.MIN_ACTIVITIES_PER_WORKER * 2) <= 2
+    assert 1 <= _workers.default_workers(10**8) <= _workers.MAX_DEFAULT_WORKERS
+
+
+def test_more_workers_than_activities(tmp_path):
+    result = FakeResult(_activities(3))
+    one = kinetrace.export_chrome_trace(result, tmp_path / "t.json", workers=1, base_time_ns=0)
+    text = (tmp_path / "t.json").read_bytes()
+    many = kinetrace.export_chrome_trace(result, tmp_path / "t.json", workers=8, base_time_ns=0)
+    assert (tmp_path / "t.json").read_bytes() == text
+    assert many.events == one.events
+
+
+def test_empty_trace_with_workers(tmp_path):
+    result = FakeResult([], trace_start_ns=T0)
+    stats = kinetrace.export_chrome_trace(result, tmp_path / "t.json", workers=4)
+    assert stats.events == 1
+
+
+def test_background_export_with_workers(tmp_path):
+    result = FakeResult(_activities(500))
+    kinetrace.export_chrome_trace(result, tmp_path / "a.json", workers=1, base_time_ns=0)
+    handle = kinetrace.export_chrome_trace(
+        result, tmp_path / "b.json", workers=2, base_time_ns=0, background=True
+    )
+    handle.result()
+    a = (tmp_path / "a.json").read_bytes()
+    assert a.replace(b"a.json", b"b.json") == (tmp_path / "b.json").read_bytes()
+    assert _leftovers(tmp_path) == []
+
+
+def test_device_ids_are_labelled_by_the_parent_pid(tmp_path):
+    # Workers format events for the parent's pid: "CPU" rows must not depend on the process.
+    acts = [FakeActivity(timestamp=T0 + i, device_id=PID, resource_id=PID) for i in range(100)]
+    result = FakeResult(acts)
+    kinetrace.export_chrome_trace(result, tmp_path / "t.json", workers=3)
+    text = (tmp_path / "t.json").read_text()
+    assert '"labels":"CPU"' in text
