@@ -20,10 +20,14 @@ ensure_venv() {
   fi
   # Reinstall the requirements only when they changed since the last run.
   local stamp="$VENV/.kinetrace-requirements"
-  if ! cmp -s "$ROOT/requirements-dev.txt" "$stamp" 2>/dev/null; then
+  local wanted
+  wanted=$(cat "$ROOT"/requirements-dev.txt "$ROOT"/requirements-consumers*.txt)
+  if [ "$wanted" != "$(cat "$stamp" 2>/dev/null)" ]; then
     log "installing requirements (torch 2.15.0 is ~3 GB the first time)"
-    "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements-dev.txt"
-    cp "$ROOT/requirements-dev.txt" "$stamp"
+    "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements-dev.txt" \
+      -r "$ROOT/requirements-consumers-deps.txt"
+    "$VENV/bin/python" -m pip install -q --no-deps -r "$ROOT/requirements-consumers.txt"
+    printf '%s' "$wanted" > "$stamp"
   fi
   export PATH="$VENV/bin:$PATH"
 }

@@ -23,9 +23,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import kinetrace
 import pytest
 import torch.profiler._chrome_trace_export as torch_export
+
+import kinetrace
 from kinetrace._kinetrace import trimonth_base_ns
 
 #: The exporting process: both exporters label ``device_id == os.getpid()`` as the CPU.

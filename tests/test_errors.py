@@ -10,12 +10,13 @@ import stat
 import threading
 from pathlib import Path
 
-import kinetrace
 import pytest
 import torch
 import torch.profiler._chrome_trace_export as torch_export
-from activities import BASE, T0, Clock, FakeActivity, FakeResult, Raise, launch_set, torch_bytes
 from torch.profiler import ProfilerActivity, profile
+
+import kinetrace
+from activities import BASE, T0, Clock, FakeActivity, FakeResult, Raise, launch_set, torch_bytes
 
 
 class AccessorError(Exception):

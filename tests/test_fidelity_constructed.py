@@ -7,8 +7,9 @@ import json
 import threading
 from pathlib import Path
 
-import kinetrace
 import pytest
+
+import kinetrace
 from activities import (
     BASE,
     EXCLUDED_CATEGORIES,

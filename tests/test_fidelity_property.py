@@ -14,6 +14,9 @@ import json
 import math
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 import kinetrace
 from activities import (
     BASE,
@@ -31,8 +34,6 @@ from activities import (
     read_trace,
     strict_loads,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 

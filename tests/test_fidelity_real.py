@@ -15,10 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import kinetrace
 import pytest
 import torch
 import torch.profiler._chrome_trace_export as torch_export
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+import kinetrace
 from activities import (
     activity_events,
     compare,
@@ -27,7 +29,6 @@ from activities import (
     strict_loads,
     torch_bytes,
 )
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 
 def workload(n: int = 6) -> torch.Tensor:

@@ -16,10 +16,12 @@ from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
 
-import kinetrace
 import pytest
 import torch
 import torch.profiler._chrome_trace_export as torch_export
+from torch.profiler import ProfilerActivity, profile
+
+import kinetrace
 from activities import (
     BASE,
     PID,
@@ -35,7 +37,6 @@ from activities import (
     torch_bytes,
 )
 from kinetrace._kinetrace import trimonth_base_ns
-from torch.profiler import ProfilerActivity, profile
 
 
 def ts_ns(value: Decimal) -> int:

@@ -12,11 +12,12 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
-import kinetrace
 import pytest
 import torch
-from kinetrace import _kinetrace, _tools
 from torch.profiler import profile
+
+import kinetrace
+from kinetrace import _kinetrace, _tools
 
 
 def _parser() -> argparse.ArgumentParser:

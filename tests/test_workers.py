@@ -12,9 +12,9 @@ import threading
 import time
 
 import pytest
-from activities import PID, T0, FakeActivity, FakeResult
 
 import kinetrace
+from activities import PID, T0, FakeActivity, FakeResult
 from kinetrace import _workers
 
 pytestmark = pytest.mark.skipif(not _workers.can_fork(), reason="needs os.fork")
@@ -46,13 +46,31 @@ def _activities(n: int, special_at: int | None = None, action=None) -> list[Fake
     return acts
 
 
-def _no_children_left() -> bool:
-    """True when this process has no child at all (running or zombie)."""
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+@pytest.fixture
+def forked(monkeypatch):
+    """The pids of the workers forked during the test."""
+    pids: list[int] = []
+    real_fork = _workers._fork
+
+    def recording_fork() -> int:
+        pid = real_fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(_workers, "_fork", recording_fork)
+    return pids
+
+
+def _all_reaped(pids: list[int]) -> bool:
+    """True when every pid was reaped (no worker left running or as a zombie)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return bool(pids)
 
 
 def _leftovers(directory) -> list[str]:
@@ -71,7 +89,7 @@ def _raise_value_error():
 
 
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
-def test_worker_exception_is_raised_in_the_caller(tmp_path, suffix):
+def test_worker_exception_is_raised_in_the_caller(tmp_path, suffix, forked):
     path = tmp_path / f"t{suffix}"
     path.write_bytes(b"previous trace")
     result = FakeResult(_activities(400, special_at=350, action=_raise_value_error))
@@ -79,7 +97,7 @@ def test_worker_exception_is_raised_in_the_caller(tmp_path, suffix):
         kinetrace.export_chrome_trace(result, path, workers=2)
     assert path.read_bytes() == b"previous trace"
     assert _leftovers(tmp_path) == []
-    assert _no_children_left()
+    assert _all_reaped(forked)
 
 
 def _kill_self():
@@ -94,16 +112,16 @@ def _exit_3():
     ("action", "message"),
     [(_kill_self, "killed by signal 9"), (_exit_3, "exited with status 3")],
 )
-def test_worker_that_dies(existing, action, message):
+def test_worker_that_dies(existing, action, message, forked):
     result = FakeResult(_activities(400, special_at=399, action=action))
     with pytest.raises(_workers.WorkerError, match=message):
         kinetrace.export_chrome_trace(result, existing, workers=2)
     assert existing.read_bytes() == b"previous trace"
     assert _leftovers(existing.parent) == []
-    assert _no_children_left()
+    assert _all_reaped(forked)
 
 
-def test_ctrl_c_stops_every_worker(existing):
+def test_ctrl_c_stops_every_worker(existing, forked):
     # Slow workers: every read in a worker sleeps, so the export runs for seconds.
     result = FakeResult(_activities(3000, special_at=None))
     for act in result.activities[1000:]:
@@ -127,7 +145,7 @@ def test_ctrl_c_stops_every_worker(existing):
     assert stopped - sent[0] < 0.5
     assert existing.read_bytes() == b"previous trace"
     assert _leftovers(existing.parent) == []
-    assert _no_children_left()
+    assert _all_reaped(forked)
 
 
 def test_workers_argument_is_checked(tmp_path):

@@ -2,7 +2,12 @@
 
 >>> import kinetrace
 >>> kinetrace.export_chrome_trace(prof, "trace.json.gz")
+
+The profiler lifecycle names (``profile``, ``schedule``, ``tensorboard_trace_handler``,
+``install``, ...) import torch, so they load on first use: ``import kinetrace`` stays cheap.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from kinetrace._export import (
     DEFAULT_COMPRESSLEVEL,
@@ -13,13 +18,60 @@ from kinetrace._export import (
 )
 from kinetrace._gzip import GzipWriter
 from kinetrace._kinetrace import __version__
+from kinetrace._tools import CheckReport, check_trace
+
+if TYPE_CHECKING:
+    from kinetrace._profiler import (
+        ProfilerAction,
+        install,
+        installed,
+        installed_context,
+        profile,
+        schedule,
+        tensorboard_trace_handler,
+        uninstall,
+    )
+
+_PROFILER_NAMES = frozenset(
+    {
+        "ProfilerAction",
+        "install",
+        "installed",
+        "installed_context",
+        "profile",
+        "schedule",
+        "tensorboard_trace_handler",
+        "uninstall",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PROFILER_NAMES:
+        from kinetrace import _profiler
+
+        value = getattr(_profiler, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'kinetrace' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_COMPRESSLEVEL",
+    "CheckReport",
     "ExportHandle",
     "ExportStats",
     "GzipWriter",
+    "ProfilerAction",
     "__version__",
+    "check_trace",
     "export_chrome_trace",
+    "install",
+    "installed",
+    "installed_context",
+    "profile",
+    "schedule",
+    "tensorboard_trace_handler",
+    "uninstall",
     "wait",
 ]

@@ -84,7 +84,9 @@ def accessor_floor(result: Any) -> float:
         flow_ids = list(map(get["flow_id"], part))
         list(map(get["name"], part))
         list(map(get["metadata_json"], part))
-        need = [not li and c not in EXCLUDED_EXTERNAL_ID for c, li in zip(cats, linked, strict=True)]
+        need = [
+            not li and c not in EXCLUDED_EXTERNAL_ID for c, li in zip(cats, linked, strict=True)
+        ]
         list(map(get["correlation_id"], compress(part, need)))
         flows = list(compress(part, [f > 0 for f in flow_ids]))
         list(map(get["flow_type"], flows))

@@ -158,9 +158,14 @@ def _raise_unreported_errors() -> None:
 
 
 def wait(timeout: float | None = None) -> list[ExportStats]:
-    """Wait for every background export; return their stats in start order.
+    """Wait for every background export started so far.
 
-    Raises the first error among them (after waiting for all of them).
+    Returns the stats of those that succeeded, in start order. After waiting for all of
+    them, raises the first error that nobody has seen yet (an error already raised by
+    ``result()`` is not raised again).
+
+    Raises:
+        TimeoutError: an export is still running after ``timeout`` seconds.
     """
     with _pending_lock:
         handles = list(_pending)
@@ -169,15 +174,16 @@ def wait(timeout: float | None = None) -> list[ExportStats]:
     stats = []
     for handle in handles:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        try:
-            stats.append(handle.result(remaining))
-        except TimeoutError:
-            raise
-        except Exception as exc:
-            first_error = first_error or exc
+        if not handle._settle(remaining):
+            raise TimeoutError(f"export to {handle.path} still running after {timeout} s")
         with _pending_lock:
             if handle in _pending:
                 _pending.remove(handle)
+        if isinstance(handle._outcome, ExportStats):
+            stats.append(handle._outcome)
+        else:
+            error = handle._unreported_error()
+            first_error = first_error or error
     if first_error is not None:
         raise first_error
     return stats
@@ -394,7 +400,10 @@ def export_chrome_trace(
             ``tqdm`` (``pip install kinetrace[progress]``).
         background: return as soon as the fields are extracted (Python needs the GIL for
             that part) and let Rust threads format, compress and write the file while the
-            caller goes on. The extracted fields wait in memory until written.
+            caller goes on. The extracted fields wait in memory until written. Errors found
+            before the call returns (bad arguments, a missing directory, an accessor that
+            raises) are raised by the call; errors while writing (a full disk) by the
+            handle's ``result()``, by :func:`wait`, or by the next export.
 
     Returns:
         :class:`ExportStats`; with ``background=True`` an :class:`ExportHandle` whose
