@@ -573,3 +573,18 @@ def test_profile_export_background(tmp_path: Path) -> None:
     handle = prof.export_chrome_trace(str(path), background=True)
     assert handle.result(timeout=30).path == str(path)
     assert path.read_bytes() == expected
+
+
+def test_add_metadata_is_escaped_as_json(tmp_path):
+    """kinetrace.profile.add_metadata keeps a Windows path intact (torch's makes the file
+    invalid) and writes plain text exactly as torch does."""
+    with kinetrace.profile() as prof:
+        torch.ones(2).add_(1)
+    prof.add_metadata("path", "C:\\dir\\x\\")
+    prof.add_metadata("note", 'plain "quoted" é text')
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert trace["path"] == "C:\\dir\\x\\"
+    assert trace["note"] == 'plain "quoted" é text'
+    assert prof._trace_metadata["note"] == '"' + 'plain "quoted" é text'.replace('"', '\\"') + '"'

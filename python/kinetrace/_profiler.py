@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 import socket
 import threading
@@ -378,6 +379,15 @@ class profile(torch.profiler.profile):
         super().__init__(**kwargs)
 
     export_chrome_trace = _kineto_profile_export_chrome_trace
+
+    def add_metadata(self, key: str, value: str) -> None:
+        """Adds a string value to the trace's top-level metadata, as torch's does, but
+        escaped as JSON: torch escapes only quotes, so a backslash (a Windows path) or a
+        control character in ``value`` made its whole trace invalid or changed the value.
+        A value of plain text is written exactly as torch writes it."""
+        wrapped = json.dumps(value, ensure_ascii=False)
+        self._trace_metadata[key] = wrapped
+        torch.autograd._add_metadata_json(key, wrapped)
 
 
 def _init_signature() -> inspect.Signature:
