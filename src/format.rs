@@ -495,3 +495,53 @@ mod tests {
         assert_eq!(v["traceName"], "C:\\t.json");
     }
 }
+
+#[cfg(test)]
+mod throughput {
+    use super::*;
+    use crate::trace::FirstPass;
+
+    /// Formatting speed on record_shapes-like events (run with --ignored --nocapture).
+    #[test]
+    #[ignore]
+    fn format_throughput_report() {
+        let n = 300_000;
+        let mut fp = FirstPass::new();
+        for i in 0..n as i64 {
+            fp.push(4242, 4242, 1_796_028_311_502_385_758 + i * 1500, 1234);
+        }
+        let summary = fp.finish(1_790_000_000_000_000_000, 4242);
+        let md = r#""Sequence number": 0, "Fwd thread id": 0, "Record function id": 0, "Concrete Inputs": ["", "", "1"], "Input type": ["float", "float", "Scalar"], "Input Strides": [[8, 1], [8, 1], []], "Input Dims": [[8, 8], [8, 8], []], "Ev Idx": 11"#;
+        let batch = Batch {
+            start: 0,
+            categories: (0..n).map(|_| "cpu_op").collect(),
+            names: (0..n).map(|_| "aten::add").collect(),
+            metadata: (0..n).map(|_| md).collect(),
+            linked_correlation_ids: vec![0; n],
+            flow_ids: vec![0; n],
+            correlation_ids: (0..n as i64).collect(),
+            ..Batch::default()
+        };
+        let mut out = Vec::with_capacity(200 << 20);
+        let t = std::time::Instant::now();
+        push_batch(&mut out, &summary, &batch);
+        let dt = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        let mut valid = 0;
+        for _ in 0..n {
+            valid += usize::from(crate::fragment::is_valid_members(std::hint::black_box(
+                md.as_bytes(),
+            )));
+        }
+        let check = t.elapsed().as_secs_f64() / n as f64;
+        assert_eq!(valid, n);
+        println!(
+            "{n} events, {:.1} MB in {:.3} s: {:.0} MB/s, {:.0} ns/event (fragment check {:.0} ns)",
+            out.len() as f64 / 1e6,
+            dt,
+            out.len() as f64 / 1e6 / dt,
+            dt / n as f64 * 1e9,
+            check * 1e9
+        );
+    }
+}

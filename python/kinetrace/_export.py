@@ -28,8 +28,10 @@ __all__ = ["DEFAULT_COMPRESSLEVEL", "ExportHandle", "ExportStats", "export_chrom
 #: few batches in flight stay a few MB.
 BATCH_SIZE = 8192
 
-#: Default gzip level for ``.gz`` paths (see the README's benchmark for how it was chosen).
-DEFAULT_COMPRESSLEVEL = 6
+#: Default gzip level for ``.gz`` paths: the fastest level whose output stays within 1.10x
+#: of stock torch's (level 9) size on the benchmark profile. Measured on 300k record_shapes
+#: activities: level 6 gives 1.11x the size, level 7 0.995x in the same time.
+DEFAULT_COMPRESSLEVEL = 7
 
 _PARAM_COMMS_NAME = "record_param_comms"
 _FIRST_PASS_FIELDS = ("device_id", "resource_id", "timestamp", "duration")
