@@ -18,6 +18,7 @@ import gc
 import gzip
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -49,6 +50,48 @@ class Row:
     size: int | None = None
     note: str = ""
     ratios: dict[str, float] = field(default_factory=dict)
+    #: Peak growth of this process's resident memory during the run (worker processes not
+    #: included), in bytes.
+    peak_rss: int | None = None
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class _PeakRss:
+    """Samples resident memory every 5 ms from a thread; ``growth`` is the peak over the
+    value at start."""
+
+    def __init__(self) -> None:
+        self.base = _rss_bytes()
+        self.peak = self.base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, _rss_bytes())
+
+    def __enter__(self) -> _PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
+
+    @property
+    def growth(self) -> int:
+        return max(0, self.peak - self.base)
 
 
 def record_workload(iterations: int, *, record_shapes: bool = True, with_stack: bool = False):
@@ -95,14 +138,28 @@ def accessor_floor(result: Any) -> float:
     return time.perf_counter() - t0
 
 
+_last_peak: list[int] = [0]
+
+
 def _timed(fn: Callable[[], Any], repeat: int) -> float:
+    """Best wall time of ``repeat`` runs; the peak RSS growth of the runs is kept in
+    ``_last_peak`` for the row being built."""
     best = float("inf")
+    peak = 0
     for _ in range(max(1, repeat)):
         gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
+        with _PeakRss() as rss:
+            t0 = time.perf_counter()
+            fn()
+            elapsed = time.perf_counter() - t0
+        best = min(best, elapsed)
+        peak = max(peak, rss.growth)
+    _last_peak[0] = peak
     return best
+
+
+def _row(exporter: str, fmt: str, seconds: float, size: int | None, note: str = "") -> Row:
+    return Row(exporter, fmt, seconds, size, note=note, peak_rss=_last_peak[0])
 
 
 def _size(path: str) -> int:
@@ -127,15 +184,14 @@ def compare(
     os.makedirs(out_dir, exist_ok=True)
     rows: list[Row] = []
     floor = _timed(lambda: accessor_floor(result), repeat)
-    rows.append(Row("accessor floor", "-", floor, note="trace_activities() + field reads"))
+    rows.append(_row("accessor floor", "-", floor, None, "trace_activities() + field reads"))
 
     stock_json = os.path.join(out_dir, "stock.json")
     if include_stock:
-        t0 = time.perf_counter()
-        result.save(stock_json)  # works once per result
-        stock_seconds = time.perf_counter() - t0
+        stock_seconds = _timed(lambda: result.save(stock_json), 1)  # works once per result
+        stock_peak = _last_peak[0]
         if "json" in formats:
-            rows.append(Row("stock C++", "json", stock_seconds, _size(stock_json)))
+            rows.append(_row("stock C++", "json", stock_seconds, _size(stock_json)))
         if "json.gz" in formats:
             stock_gz = os.path.join(out_dir, "stock.json.gz")
 
@@ -144,20 +200,21 @@ def compare(
                     shutil.copyfileobj(fin, fout, 1 << 20)
 
             gz_seconds = _timed(gzip_copy, 1)
+            _last_peak[0] = max(_last_peak[0], stock_peak)
             rows.append(
-                Row(
+                _row(
                     "stock C++",
                     "json.gz",
                     stock_seconds + gz_seconds,
                     _size(stock_gz),
-                    note=f"save {stock_seconds:.2f} s + gzip -9 {gz_seconds:.2f} s",
+                    f"save {stock_seconds:.2f} s + gzip -9 {gz_seconds:.2f} s",
                 )
             )
 
     for fmt in formats:
         path = os.path.join(out_dir, f"torch_python.{fmt}")
         seconds = _timed(lambda p=path: torch_python_export(result, p, metadata), repeat)
-        rows.append(Row("torch Python", fmt, seconds, _size(path)))
+        rows.append(_row("torch Python", fmt, seconds, _size(path)))
 
     for fmt in formats:
         for workers in worker_counts:
@@ -168,7 +225,7 @@ def compare(
             note = f"{workers} worker{'s' if workers > 1 else ''}"
             if fmt == "json.gz":
                 note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
-            rows.append(Row("kinetrace", fmt, seconds, _size(path), note=note))
+            rows.append(_row("kinetrace", fmt, seconds, _size(path), note))
         if fmt == "json.gz":
             for level in extra_levels:
                 if level == _export.DEFAULT_COMPRESSLEVEL:
@@ -181,7 +238,7 @@ def compare(
                     repeat,
                 )
                 rows.append(
-                    Row("kinetrace", fmt, seconds, _size(path), note=f"1 worker, level {level}")
+                    _row("kinetrace", fmt, seconds, _size(path), f"1 worker, level {level}")
                 )
     _add_ratios(rows)
     return rows
@@ -201,8 +258,8 @@ def _add_ratios(rows: list[Row]) -> None:
 
 def format_table(rows: list[Row], activities: int | None = None) -> str:
     """A plain-text table of ``rows``."""
-    head = f"{'exporter':<14} {'format':<8} {'seconds':>8} {'x floor':>8} {'MB':>9}  "
-    head += f"{'vs C++':>7} {'vs Py':>7}  note"
+    head = f"{'exporter':<14} {'format':<8} {'seconds':>8} {'x floor':>8} {'MB':>9} "
+    head += f"{'peak MB':>8}  {'vs C++':>7} {'vs Py':>7}  note"
     lines = []
     if activities is not None:
         lines.append(f"{activities} activities")
@@ -213,9 +270,10 @@ def format_table(rows: list[Row], activities: int | None = None) -> str:
         vs_p = r.ratios.get("speedup vs torch Python")
         vs_c_text = f"{vs_c:.2f}x" if vs_c else "-"
         vs_p_text = f"{vs_p:.2f}x" if vs_p else "-"
+        peak = f"{r.peak_rss / 2**20:8.0f}" if r.peak_rss is not None else f"{'-':>8}"
         lines.append(
-            f"{r.exporter:<14} {r.fmt:<8} {r.seconds:8.3f} {r.ratios['x floor']:8.2f} {size}  "
-            f"{vs_c_text:>7} {vs_p_text:>7}  {r.note}"
+            f"{r.exporter:<14} {r.fmt:<8} {r.seconds:8.3f} {r.ratios['x floor']:8.2f} {size} "
+            f"{peak}  {vs_c_text:>7} {vs_p_text:>7}  {r.note}"
         )
     return "\n".join(lines)
 
@@ -223,3 +281,49 @@ def format_table(rows: list[Row], activities: int | None = None) -> str:
 def rows_as_dicts(rows: list[Row]) -> list[dict[str, Any]]:
     """Rows for JSON output."""
     return [asdict(r) for r in rows]
+
+
+def encoder_throughput(
+    text: bytes, levels: Sequence[int] = (1, 3, 6, 9), threads: Sequence[int] = (1, 2)
+) -> list[dict[str, Any]]:
+    """The parallel gzip encoder alone (``GzipWriter`` to ``/dev/null``) on ``text``."""
+    from kinetrace import GzipWriter
+
+    chunk = 4 << 20
+    out = []
+    for level in levels:
+        for n in threads:
+            gc.collect()
+            t0 = time.perf_counter()
+            with GzipWriter(os.devnull, compresslevel=level, threads=n) as w:
+                view = memoryview(text)
+                for i in range(0, len(text), chunk):
+                    w.write(view[i : i + chunk])
+            seconds = time.perf_counter() - t0
+            out.append(
+                {
+                    "level": level,
+                    "threads": n,
+                    "seconds": seconds,
+                    "mb_per_s": len(text) / seconds / 1e6,
+                    "compressed": w.bytes_out,
+                    "ratio": len(text) / max(1, w.bytes_out or 1),
+                }
+            )
+    return out
+
+
+def format_encoder_table(rows: list[dict[str, Any]], text_bytes: int) -> str:
+    """A table of :func:`encoder_throughput` results with the 2-thread speedup."""
+    single = {r["level"]: r["mb_per_s"] for r in rows if r["threads"] == 1}
+    lines = [
+        f"gzip encoder alone on {text_bytes / 1e6:.0f} MB of trace text",
+        f"{'level':>5} {'threads':>7} {'MB/s':>8} {'MB/s/thread':>11} {'speedup':>8} {'ratio':>7}",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['level']:>5} {r['threads']:>7} {r['mb_per_s']:8.0f} "
+            f"{r['mb_per_s'] / r['threads']:11.0f} {r['mb_per_s'] / single[r['level']]:7.2f}x "
+            f"{r['ratio']:6.1f}x"
+        )
+    return "\n".join(lines)
