@@ -2277,13 +2277,7 @@ mod tests {
         assert!(matches!(stopped, Err(Error::Interrupted)));
     }
 
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("kinetrace-check-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::testing::scratch;
 
     #[test]
     fn check_path_errors_name_the_path() {

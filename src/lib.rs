@@ -17,6 +17,9 @@ pub mod render;
 pub mod sink;
 pub mod trace;
 
+#[cfg(test)]
+mod testing;
+
 #[cfg(feature = "python")]
 mod python;
 

@@ -515,15 +515,8 @@ mod tests {
     use super::*;
     use crate::trace::StrColumn;
     use std::fs;
-    use std::path::PathBuf;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("kinetrace-pipe-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::testing::scratch;
 
     fn cpu_batch(start: usize, n: usize) -> Batch {
         Batch {

@@ -331,13 +331,7 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
 mod tests {
     use super::*;
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("kinetrace-sink-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        dir
-    }
+    use crate::testing::scratch;
 
     fn entries(dir: &Path) -> Vec<String> {
         let mut v: Vec<_> = fs::read_dir(dir)
