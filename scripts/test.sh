@@ -15,7 +15,7 @@ build_wheel
 log "python: ruff, stub check"
 ruff check python tests benches
 ruff format --check python tests benches
-python -m mypy.stubtest kinetrace._kinetrace --ignore-missing-stub
+python -m mypy.stubtest kinetrace._kinetrace
 
 log "python: test suite (against the installed wheel)"
 set +e

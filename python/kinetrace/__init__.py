@@ -16,6 +16,7 @@ from kinetrace._export import (
     export_chrome_trace,
     wait,
 )
+from kinetrace._fallback import FallbackWarning
 from kinetrace._gzip import GzipWriter
 from kinetrace._kinetrace import __version__
 from kinetrace._tools import CheckReport, check_trace
@@ -61,6 +62,7 @@ __all__ = [
     "CheckReport",
     "ExportHandle",
     "ExportStats",
+    "FallbackWarning",
     "GzipWriter",
     "ProfilerAction",
     "__version__",

@@ -248,6 +248,8 @@ def resolve_source(source: Any) -> tuple[Any, Mapping[str, Any] | None]:
                 "the `with` block"
             )
         return _require_trace_activities(result), None
+    if hasattr(source, "save") and hasattr(source, "trace_start_ns"):
+        return source, None  # a torch < 2.13 _ProfilerResult: see kinetrace._fallback
     raise TypeError(
         "export_chrome_trace() needs a torch.profiler.profile, a "
         "torch.autograd.profiler.profile or a _ProfilerResult (anything with "
@@ -256,7 +258,8 @@ def resolve_source(source: Any) -> tuple[Any, Mapping[str, Any] | None]:
 
 
 def _require_trace_activities(result: Any) -> Any:
-    if not hasattr(result, "trace_activities"):
+    """The result, if it has ``trace_activities()`` or (torch < 2.13) ``save()``."""
+    if not hasattr(result, "trace_activities") and not hasattr(result, "save"):
         raise RuntimeError(
             "kinetrace needs torch >= 2.13 (for _ProfilerResult.trace_activities()); "
             f"found torch {_torch_version()}"
@@ -376,6 +379,12 @@ def export_chrome_trace(
     (not of the wall clock at export time), and the file is always strict JSON (bad
     escapes, control characters and NaN/Infinity in names or metadata are repaired).
 
+    On torch < 2.13 (no ``trace_activities()``) the file is Kineto's own output
+    (``result.save``), streamed into ``path`` (gzip for ``.gz``) without a full-size
+    temporary file; a ``FallbackWarning`` says so, ``metadata``, ``base_time_ns``,
+    ``workers`` and ``progress`` do not apply, and ``background=True`` runs synchronously
+    (see ``kinetrace._fallback``).
+
     Args:
         source: a stopped ``torch.profiler.profile``, a ``torch.autograd.profiler.profile``
             or a ``_ProfilerResult`` (anything with ``trace_activities()``). A profile's
@@ -415,7 +424,8 @@ def export_chrome_trace(
     Raises:
         TypeError: ``source`` is not a profiler or result, or an accessor returned a value
             of the wrong type.
-        RuntimeError: the profiler has not stopped, or torch is older than 2.13.
+        RuntimeError: the profiler has not stopped, or the result has neither
+            ``trace_activities()`` nor ``save()``.
         ValueError: ``compresslevel`` or ``threads`` out of range.
         OSError: the file cannot be written (its subclass tells why: ``FileNotFoundError``
             for a missing directory, ``IsADirectoryError``, ``PermissionError``, and
@@ -440,6 +450,23 @@ def export_chrome_trace(
     if workers is not None:
         _check_range("workers", workers, 1, 256)
 
+    if not hasattr(result, "trace_activities"):  # torch < 2.13: Kineto's own writer
+        from kinetrace import _fallback
+
+        return _fallback.export_chrome_trace(
+            result,
+            trace_name,
+            level,
+            n_threads,
+            started=started,
+            background=background,
+            ignored={
+                "metadata": metadata is not source_metadata,
+                "base_time_ns": base_time_ns is not None,
+                "workers": workers is not None,
+                "progress": progress,
+            },
+        )
     activities = result.trace_activities()
     n_workers = _resolve_workers(workers, len(activities))
     exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))

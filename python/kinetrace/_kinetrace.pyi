@@ -1,7 +1,21 @@
 """Private native module of kinetrace (Rust). The public API is in ``kinetrace``."""
 
 from os import PathLike
-from typing import Any
+from typing import Any, final
+
+from typing_extensions import Self
+
+__all__ = [
+    "_Exporter",
+    "_GzipEncoder",
+    "_KinetoStream",
+    "__version__",
+    "_panic_for_tests",
+    "check_trace",
+    "format_microseconds",
+    "recompress",
+    "trimonth_base_ns",
+]
 
 __version__: str
 
@@ -13,13 +27,25 @@ def recompress(
     src: str | PathLike[str], dst: str | PathLike[str], level: int, threads: int
 ) -> tuple[int, int]: ...
 
+@final
 class _Exporter:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         path: str | PathLike[str],
         compresslevel: int | None = None,
         threads: int = 1,
         background: bool = False,
+        slice: bool = False,
+    ) -> Self: ...
+    def partial_summary(
+        self,
+    ) -> tuple[int, int, int, list[tuple[int, int]], list[tuple[tuple[int, int], int]]]: ...
+    def merge_partial(
+        self,
+        partial: tuple[int, int, int, list[tuple[int, int]], list[tuple[tuple[int, int], int]]],
+    ) -> None: ...
+    def append_slice(
+        self, path: str | PathLike[str], events: int, text_len: int, crc: int | None = None
     ) -> None: ...
     def add_first_pass(
         self,
@@ -50,14 +76,36 @@ class _Exporter:
         comms_metadata: list[str | None],
     ) -> None: ...
     def close(self, trace_name: str) -> None: ...
-    def wait(self, timeout: float | None = None) -> tuple[int, int, int] | None: ...
+    def wait(self, timeout: float | None = None) -> tuple[int, int, int, int | None] | None: ...
     def bytes_written(self) -> int: ...
     def _inject_panic(self) -> None: ...
     def abort(self) -> None: ...
 
+@final
 class _GzipEncoder:
-    def __init__(self, target: object, compresslevel: int, threads: int) -> None: ...
+    def __new__(cls, target: object, compresslevel: int, threads: int) -> Self: ...
     def write(self, data: object) -> int: ...
     def flush(self) -> None: ...
     def close(self) -> tuple[int, int]: ...
+    def abort(self) -> None: ...
+
+@final
+class _KinetoStream:
+    def __new__(
+        cls,
+        read_fds: list[int],
+        dst: str | PathLike[str],
+        compresslevel: int | None = None,
+        threads: int = 1,
+        trace_name: tuple[bytes, bytes] | None = None,
+    ) -> Self: ...
+    @staticmethod
+    def from_path(
+        src: str | PathLike[str],
+        dst: str | PathLike[str],
+        compresslevel: int | None = None,
+        threads: int = 1,
+        trace_name: tuple[bytes, bytes] | None = None,
+    ) -> _KinetoStream: ...
+    def finish(self) -> tuple[int, int, int] | None: ...
     def abort(self) -> None: ...

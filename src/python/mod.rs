@@ -4,6 +4,7 @@
 mod check;
 mod errors;
 mod gzip_writer;
+mod kineto_fallback;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -29,33 +30,32 @@ type Finished = (u64, u64, u64, Option<u32>);
 /// How long a blocking wait runs with the GIL released before checking for Ctrl-C.
 const POLL: Duration = Duration::from_millis(50);
 
-/// The bytes of a Python string. Strings holding lone surrogates (which UTF-8 cannot
-/// encode) come as `surrogatepass` bytes; the renderer writes them as `\udXXX` the way
-/// `json.dumps` does.
-fn str_bytes<'py>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<std::borrow::Cow<'py, [u8]>> {
+/// Calls `f` with the bytes of a Python string. Strings holding lone surrogates (which
+/// UTF-8 cannot encode) come as `surrogatepass` bytes; the renderer writes them as
+/// `\udXXX` the way `json.dumps` does.
+fn with_str_bytes<R>(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+    f: impl FnOnce(&[u8]) -> R,
+) -> PyResult<R> {
     let s = obj
         .cast::<PyString>()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be str, not {}", type_name(obj))))?;
     match s.to_str() {
-        Ok(text) => Ok(std::borrow::Cow::Owned(text.as_bytes().to_vec())),
+        Ok(text) => Ok(f(text.as_bytes())),
         Err(_) => {
             let encoded = s.call_method1("encode", ("utf-8", "surrogatepass"))?;
-            Ok(std::borrow::Cow::Owned(
-                encoded.cast::<PyBytes>()?.as_bytes().to_vec(),
-            ))
+            Ok(f(encoded.cast::<PyBytes>()?.as_bytes()))
         }
     }
 }
 
+fn str_bytes(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
+    with_str_bytes(obj, what, <[u8]>::to_vec)
+}
+
 fn push_str(col: &mut StrColumn, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
-    if let Ok(s) = obj.cast::<PyString>() {
-        if let Ok(text) = s.to_str() {
-            col.push(text.as_bytes());
-            return Ok(());
-        }
-    }
-    col.push(&str_bytes(obj, what)?);
-    Ok(())
+    with_str_bytes(obj, what, |bytes| col.push(bytes))
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -248,14 +248,14 @@ impl PyExporter {
         versions: Vec<(String, i64)>,
     ) -> PyResult<()> {
         let mut header = Header {
-            device_properties: str_bytes(device_properties, "device properties")?.into_owned(),
+            device_properties: str_bytes(device_properties, "device properties")?,
             metadata: Vec::with_capacity(metadata.len()),
             versions,
         };
         for (key, value) in &metadata {
             header.metadata.push((
-                str_bytes(key, "metadata key")?.into_owned(),
-                str_bytes(value, "metadata value")?.into_owned(),
+                str_bytes(key, "metadata key")?,
+                str_bytes(value, "metadata value")?,
             ));
         }
         self.state()?.exporter.start(base_ns, host_pid, header)?;
@@ -347,7 +347,7 @@ impl PyExporter {
 
     /// Queues the closing events; the writer thread finishes the file on its own.
     fn close(&self, py: Python<'_>, trace_name: &Bound<'_, PyAny>) -> PyResult<()> {
-        let name = str_bytes(trace_name, "trace name")?.into_owned();
+        let name = str_bytes(trace_name, "trace name")?;
         let mut state = self.state()?;
         let exporter = &mut state.exporter;
         py.detach(|| exporter.close(name))?;
@@ -440,6 +440,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<PyExporter>()?;
     gzip_writer::register(m)?;
+    kineto_fallback::register(m)?;
     check::register(m)?;
     m.add_function(wrap_pyfunction!(format_microseconds, m)?)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;

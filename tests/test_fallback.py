@@ -1,0 +1,410 @@
+"""torch < 2.13 fallback: Kineto's own writer (``result.save``) streamed into the destination.
+
+The installed torch has ``trace_activities()``, so the fallback is forced with proxies that
+expose only ``save`` (and ``trace_start_ns``) of a real ``_ProfilerResult``, or that play
+Kineto's part by writing a real Kineto trace into the path they are given.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import os
+import stat
+import tempfile
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from torch.profiler import profile
+
+import kinetrace
+from kinetrace import _fallback, _kinetrace
+from kinetrace._fallback import FallbackWarning
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs need POSIX")
+
+
+def record(ops: int = 50) -> Any:
+    """A stopped profile's ``_ProfilerResult``."""
+    a = torch.ones(8, 8)
+    with profile() as prof:
+        for _ in range(ops):
+            torch.mm(a, a)
+    return prof.profiler.kineto_results
+
+
+class SaveOnly:
+    """A torch < 2.13 result: ``save`` and ``trace_start_ns`` only."""
+
+    def __init__(self, result: Any) -> None:
+        self._result = result
+        self.saves: list[str] = []
+
+    def save(self, path: str) -> None:
+        self.saves.append(path)
+        self._result.save(path)
+
+    def trace_start_ns(self) -> int:
+        return int(self._result.trace_start_ns())
+
+
+def fake_profile(result: Any) -> Any:
+    """A stopped ``torch.profiler.profile`` whose autograd profiler holds ``result``."""
+    return SimpleNamespace(
+        profiler=SimpleNamespace(kineto_results=result), _trace_metadata={"k": '"v"'}
+    )
+
+
+def quoted(path: str | os.PathLike[str]) -> bytes:
+    return b'"' + os.fsencode(path) + b'"'
+
+
+@pytest.fixture(scope="module")
+def kineto_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str]:
+    """A real Kineto trace (a few MB) and the path it names as traceName."""
+    path = str(tmp_path_factory.mktemp("baseline") / "baseline.json")
+    record(8000).save(path)
+    return Path(path).read_bytes(), path
+
+
+class KinetoStandIn:
+    """Writes a real Kineto trace where Kineto would, the way ``mode`` says:
+
+    ``direct``: into ``path`` (older Kineto); ``rename``: into ``path + ".tmp"``, then renamed
+    over ``path`` (torch 2.15); ``replace``: removes ``path`` and writes a regular file there;
+    ``both``: into both FIFOs; ``nothing``: writes nothing; ``raise``: raises before writing.
+    ``after_chunk`` runs after every 64 KiB (with the scratch directory).
+    """
+
+    def __init__(
+        self,
+        trace: tuple[bytes, str],
+        mode: str = "direct",
+        after_chunk: Callable[[str], None] | None = None,
+    ) -> None:
+        self.text, self.baseline_path = trace
+        self.mode = mode
+        self.after_chunk = after_chunk
+        self.saves = 0
+
+    def trace_start_ns(self) -> int:
+        return 1
+
+    def save(self, path: str) -> None:
+        self.saves += 1
+        if self.mode == "raise":
+            raise RuntimeError("save failed on purpose")
+        text = self.text.replace(quoted(self.baseline_path), quoted(path))
+        if self.mode == "nothing":
+            return
+        if self.mode == "replace":
+            os.unlink(path)
+        target = path + ".tmp" if self.mode == "rename" else path
+        with open(target, "wb") as f:
+            for lo in range(0, len(text), 1 << 16):
+                f.write(text[lo : lo + (1 << 16)])
+                f.flush()
+                if self.after_chunk is not None:
+                    self.after_chunk(os.path.dirname(path))
+        if self.mode == "rename":
+            os.rename(target, path)
+        if self.mode == "both":
+            with open(path + ".tmp", "wb") as f:
+                f.write(text[:100])
+
+    def expected(self, destination: str | os.PathLike[str]) -> bytes:
+        name = json.dumps(os.fsdecode(destination), ensure_ascii=False).encode()
+        return self.text.replace(quoted(self.baseline_path), name)
+
+
+def export(source: Any, path: Any, **kwargs: Any) -> tuple[Any, str]:
+    """``kinetrace.export_chrome_trace`` through the fallback: (its return, the warning)."""
+    with pytest.warns(FallbackWarning) as caught:
+        out = kinetrace.export_chrome_trace(source, path, **kwargs)
+    assert len(caught) == 1
+    return out, str(caught[0].message)
+
+
+def unpack(path: Path) -> bytes:
+    """The text of a file holding exactly one gzip member."""
+    d = zlib.decompressobj(31)
+    text = d.decompress(path.read_bytes()) + d.flush()
+    assert d.eof, "gzip stream not finished"
+    assert d.unused_data == b"", "more than one gzip member"
+    return text
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+
+def check_kineto_format(text: bytes, destination: Path, stats: Any) -> dict[str, Any]:
+    trace = json.loads(text)
+    # Kineto's C++ writer, not torch's Python exporter: pretty-printed, schemaVersion first.
+    assert text.lstrip().startswith(b'{\n    "schemaVersion": 1,')
+    assert b'\n    "ph": "X",' in text
+    assert trace["displayTimeUnit"] == "ms"
+    assert "baseTimeNanoseconds" in trace
+    assert trace["traceName"] == str(destination)
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert "aten::mm" in names
+    assert stats.events == len(trace["traceEvents"])
+    assert stats.uncompressed_bytes == len(text)
+    assert stats.file_bytes == destination.stat().st_size
+    assert stats.path == str(destination)
+    return trace
+
+
+def test_warning_is_one_line_and_a_user_warning(tmp_path: Path) -> None:
+    assert issubclass(FallbackWarning, UserWarning)
+    _, message = export(SaveOnly(record()), tmp_path / "t.json")
+    assert "\n" not in message
+    assert ">= 2.13" in message and "Kineto" in message
+    assert "ignored" not in message
+
+
+def test_plain_json_is_kinetos_output(tmp_path: Path) -> None:
+    source = SaveOnly(record())
+    dest = tmp_path / "t.json"
+    before = open_fds()
+    stats, _ = export(source, dest)
+    assert open_fds() == before
+    assert len(source.saves) == 1
+    assert stats.file_bytes == stats.uncompressed_bytes
+    check_kineto_format(dest.read_bytes(), dest, stats)
+    assert os.listdir(tmp_path) == ["t.json"]
+
+
+def test_gzip_is_one_member_of_kinetos_output(tmp_path: Path) -> None:
+    dest = tmp_path / "t.json.gz"
+    stats, _ = export(fake_profile(SaveOnly(record())), dest, threads=3)
+    text = unpack(dest)
+    assert gzip.decompress(dest.read_bytes()) == text
+    check_kineto_format(text, dest, stats)
+    assert stats.file_bytes < stats.uncompressed_bytes
+    assert os.listdir(tmp_path) == ["t.json.gz"]
+
+
+@pytest.mark.parametrize("mode", ["direct", "rename", "replace"])
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_output_is_kinetos_bytes(
+    tmp_path: Path, kineto_trace: tuple[bytes, str], mode: str, name: str
+) -> None:
+    """Byte for byte what Kineto wrote, with traceName naming the destination, whichever
+    file Kineto writes (a FIFO replaced by a regular file is streamed after ``save``)."""
+    source = KinetoStandIn(kineto_trace, mode)
+    dest = tmp_path / name
+    stats, _ = export(source, dest, compresslevel=1, threads=2)
+    text = unpack(dest) if name.endswith(".gz") else dest.read_bytes()
+    assert text == source.expected(dest)
+    check_kineto_format(text, dest, stats)
+    assert os.listdir(tmp_path) == [name]
+
+
+def test_without_fifos_a_temporary_file_is_streamed(
+    tmp_path: Path, kineto_trace: tuple[bytes, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where os.mkfifo is missing (Windows), save writes a regular file that is then
+    compressed into place and removed."""
+    monkeypatch.delattr(os, "mkfifo")
+    source = KinetoStandIn(kineto_trace, "rename")
+    dest = tmp_path / "t.json.gz"
+    stats, _ = export(source, dest)
+    assert unpack(dest) == source.expected(dest)
+    assert stats.events > 8000
+    assert os.listdir(tmp_path) == ["t.json.gz"]
+
+
+def test_gzip_export_writes_no_full_size_file(
+    tmp_path: Path, kineto_trace: tuple[bytes, str]
+) -> None:
+    """While Kineto writes, the scratch directory holds only FIFOs, and no file anywhere
+    beside the destination comes near the trace's size."""
+    text_len = len(kineto_trace[0])
+    assert text_len > 2 << 20
+    checks = []
+
+    def check(scratch: str) -> None:
+        modes = {e.name: e.stat(follow_symlinks=False).st_mode for e in os.scandir(scratch)}
+        assert modes and all(stat.S_ISFIFO(m) for m in modes.values()), modes
+        for root, _, files in os.walk(tmp_path):
+            for f in files:
+                st = os.lstat(os.path.join(root, f))
+                if stat.S_ISREG(st.st_mode):
+                    assert st.st_size < text_len // 4, (f, st.st_size)
+        checks.append(scratch)
+
+    source = KinetoStandIn(kineto_trace, "rename", after_chunk=check)
+    dest = tmp_path / "t.json.gz"
+    stats, _ = export(source, dest)
+    assert len(checks) >= 32
+    assert os.path.dirname(checks[0]) == str(tmp_path)  # beside the destination
+    assert stats.file_bytes < text_len // 4
+    assert unpack(dest) == source.expected(dest)
+    assert os.listdir(tmp_path) == ["t.json.gz"]
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_save_error_leaves_the_destination_untouched(
+    tmp_path: Path, kineto_trace: tuple[bytes, str], name: str
+) -> None:
+    dest = tmp_path / name
+    dest.write_bytes(b"old")
+    before = open_fds()
+    with pytest.raises(RuntimeError, match="save failed on purpose"):
+        export(KinetoStandIn(kineto_trace, "raise"), dest)
+    assert dest.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == [name]
+    assert open_fds() == before
+
+
+def test_already_saved_result(tmp_path: Path) -> None:
+    result = record()
+    result.save(str(tmp_path / "first.json"))
+    dest = tmp_path / "t.json.gz"
+    dest.write_bytes(b"old")
+    with pytest.raises(RuntimeError, match=r"Trace is already saved\."):
+        export(SaveOnly(result), dest)
+    assert dest.read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["first.json", "t.json.gz"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [("nothing", "wrote no trace"), ("both", "more than one file")],
+)
+def test_kineto_writing_nothing_or_twice_is_an_error(
+    tmp_path: Path, kineto_trace: tuple[bytes, str], mode: str, message: str
+) -> None:
+    dest = tmp_path / "t.json.gz"
+    dest.write_bytes(b"old")
+    with pytest.raises(RuntimeError, match=message):
+        export(KinetoStandIn(kineto_trace, mode), dest)
+    assert dest.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["t.json.gz"]
+
+
+def test_dev_null(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A special destination is written directly; the FIFOs go to the temp directory."""
+    scratch_parent = tmp_path / "tmp"
+    scratch_parent.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch_parent))
+    stats, _ = export(SaveOnly(record()), "/dev/null")
+    assert stats.file_bytes == stats.uncompressed_bytes > 1000
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert os.listdir(scratch_parent) == []
+
+
+def test_destination_errors_come_before_save(tmp_path: Path) -> None:
+    """``save`` works once per result, so a destination that cannot be written must fail
+    before it is called."""
+    source = SaveOnly(record())
+    before = open_fds()
+    with pytest.raises(FileNotFoundError):
+        export(source, tmp_path / "missing" / "t.json.gz")
+    with pytest.raises(IsADirectoryError):
+        export(source, tmp_path)
+    with pytest.raises(ValueError, match="compresslevel"):
+        kinetrace.export_chrome_trace(source, tmp_path / "t.json.gz", compresslevel=10)
+    with pytest.raises(ValueError, match="threads"):
+        kinetrace.export_chrome_trace(source, tmp_path / "t.json.gz", threads=0)
+    assert source.saves == []
+    assert os.listdir(tmp_path) == []
+    assert open_fds() == before
+    stats, _ = export(source, tmp_path / "t.json")  # still saveable
+    assert stats.events > 0
+
+
+def test_results_without_save_are_still_refused(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match=r"torch >= 2\.13.*found torch"):
+        kinetrace.export_chrome_trace(fake_profile(object()), tmp_path / "t.json")
+    only_save = SimpleNamespace(save=lambda path: None)  # e.g. a ScriptModule
+    with pytest.raises(TypeError, match=r"needs a torch\.profiler\.profile"):
+        kinetrace.export_chrome_trace(only_save, tmp_path / "t.json")
+    assert os.listdir(tmp_path) == []
+
+
+def test_background_runs_synchronously(tmp_path: Path) -> None:
+    dest = tmp_path / "t.json.gz"
+    handle, message = export(SaveOnly(record()), dest, background=True)
+    assert "background" in message
+    assert handle.done()
+    stats = handle.result()
+    assert stats.path == str(dest)
+    check_kineto_format(unpack(dest), dest, stats)
+    assert kinetrace.wait() == []  # not a pending background export
+
+
+def test_arguments_that_do_not_apply_are_named(tmp_path: Path) -> None:
+    dest = tmp_path / "t.json"
+    stats, message = export(
+        SaveOnly(record()),
+        dest,
+        metadata={"extra": "1"},
+        base_time_ns=0,
+        workers=2,
+    )
+    assert "ignored: metadata, base_time_ns, workers" in message
+    trace = check_kineto_format(dest.read_bytes(), dest, stats)
+    assert "extra" not in trace
+    _, message = export(fake_profile(SaveOnly(record())), tmp_path / "u.json")
+    assert "ignored" not in message  # the profile's own metadata is already in Kineto's
+
+
+def test_trace_name_is_escaped(tmp_path: Path, kineto_trace: tuple[bytes, str]) -> None:
+    dest = tmp_path / 'we"ird\\näme.json'
+    source = KinetoStandIn(kineto_trace)
+    stats, _ = export(source, dest)
+    assert dest.read_bytes() == source.expected(dest)
+    assert json.loads(dest.read_bytes())["traceName"] == str(dest)
+    assert stats.events > 0
+
+
+def test_stream_abort_and_drop_discard_the_output(tmp_path: Path) -> None:
+    dest = tmp_path / "t.json.gz"
+    dest.write_bytes(b"old")
+    for how in ("abort", "drop"):
+        fifo = str(tmp_path / f"fifo-{how}")
+        os.mkfifo(fifo)
+        rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        wfd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.set_blocking(rfd, True)
+        stream = _kinetrace._KinetoStream([rfd], str(dest), 6, 2)
+        os.write(wfd, b'{"traceEvents": [' * 1000)
+        if how == "abort":
+            os.close(wfd)
+            stream.abort()
+            stream.abort()
+            with pytest.raises(RuntimeError, match="already finished or aborted"):
+                stream.finish()
+        else:
+            del stream
+            gc.collect()
+            os.close(wfd)  # the reader thread ends at end of file and drops the output
+        os.unlink(fifo)
+        deadline = time.monotonic() + 10
+        while os.listdir(tmp_path) != ["t.json.gz"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.listdir(tmp_path) == ["t.json.gz"]
+        assert dest.read_bytes() == b"old"
+
+
+def test_stream_rejects_bad_descriptors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        _kinetrace._KinetoStream([-1], str(tmp_path / "t.json"))
+    with pytest.raises(ValueError, match="distinct"):
+        _kinetrace._KinetoStream([5, 5], str(tmp_path / "t.json"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_export_via_kineto_directly(tmp_path: Path) -> None:
+    dest = tmp_path / "t.json.gz"
+    stats = _fallback.export_via_kineto(SaveOnly(record()), dest, 9, 1)
+    check_kineto_format(unpack(dest), dest, stats)
