@@ -199,6 +199,17 @@ pub fn push_batch(out: &mut Vec<u8>, summary: &Summary, batch: &Batch) -> u64 {
     events
 }
 
+/// `,"pid":…,"tid":…,"ts":…` of an activity (or of its flow event).
+#[inline]
+fn push_place(out: &mut Vec<u8>, summary: &Summary, t: &Timing) {
+    out.extend_from_slice(b",\"pid\":");
+    push_int(out, t.device);
+    out.extend_from_slice(b",\"tid\":");
+    push_int(out, t.tid);
+    out.extend_from_slice(b",\"ts\":");
+    push_rel(out, summary, t.ts.into());
+}
+
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn push_activity(
@@ -220,12 +231,7 @@ fn push_activity(
     push_json_string(out, cat);
     out.extend_from_slice(b",\"name\":");
     push_json_string(out, name);
-    out.extend_from_slice(b",\"pid\":");
-    push_int(out, t.device);
-    out.extend_from_slice(b",\"tid\":");
-    push_int(out, t.tid);
-    out.extend_from_slice(b",\"ts\":");
-    push_rel(out, summary, t.ts.into());
+    push_place(out, summary, t);
     if !instant {
         out.extend_from_slice(b",\"dur\":");
         push_micros(out, t.dur.max(0).into());
@@ -290,12 +296,7 @@ fn push_flow(
         b"{\"ph\":\"f\",\"id\":"
     });
     push_int(out, id);
-    out.extend_from_slice(b",\"pid\":");
-    push_int(out, t.device);
-    out.extend_from_slice(b",\"tid\":");
-    push_int(out, t.tid);
-    out.extend_from_slice(b",\"ts\":");
-    push_rel(out, summary, t.ts.into());
+    push_place(out, summary, t);
     out.extend_from_slice(b",\"cat\":\"");
     out.extend_from_slice(cat);
     out.extend_from_slice(b"\",\"name\":\"");

@@ -471,6 +471,7 @@ def export_chrome_trace(
     n_workers = _resolve_workers(workers, len(activities))
     exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))
     worker_outputs: list[str] = []
+    handed_over = False  # a background handle removes the worker outputs when done
     try:
         bar = _ProgressBar(len(activities), trace_name, exporter) if progress else None
         try:
@@ -496,21 +497,19 @@ def export_chrome_trace(
                 bar.close()
         if background:
             handle = ExportHandle(exporter, trace_name, started, worker_outputs)
+            handed_over = True
             with _pending_lock:
                 _pending.append(handle)
             return handle
         events, raw_bytes, file_bytes, _ = exporter.wait(None)
     except BaseException:
         exporter.abort()
-        if worker_outputs:
+        raise
+    finally:
+        if worker_outputs and not handed_over:
             from kinetrace import _workers
 
             _workers.remove_outputs(worker_outputs)
-        raise
-    if worker_outputs:
-        from kinetrace import _workers
-
-        _workers.remove_outputs(worker_outputs)
     return ExportStats(
         events=events,
         uncompressed_bytes=raw_bytes,
