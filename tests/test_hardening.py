@@ -1180,13 +1180,6 @@ def test_exception_from_a_worker_keeps_its_type_and_message(tmp_path, field):
     assert_no_kinetrace_threads()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the worker pickles the exception, the parent's pickle.loads calls "
-    "FieldError(message) and fails: the caller gets TypeError('FieldError.__init__() missing "
-    "1 required positional argument') instead of FieldError (and the worker's traceback is "
-    "lost for every carried-back exception).",
-)
 def test_exception_that_cannot_be_rebuilt_from_its_args(tmp_path):
     path = tmp_path / "t.json"
     result = probed(
@@ -1300,14 +1293,6 @@ def test_terminal_ctrl_c_reaches_parent_and_workers(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a forked worker evaluates activities[lo:hi] before _worker_main's "
-    "try/os._exit and before it resets SIGINT: an exception there (or Ctrl-C, which "
-    "reaches the whole process group) unwinds the CHILD through export_forked and "
-    "export_chrome_trace into the caller's code, which then runs twice; the child's abort() "
-    "also deletes the parent's temporary file, and the parent reports 'exited with status 0'.",
-)
 @pytest.mark.parametrize(
     "mode, errors",
     [

@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import methodcaller
@@ -581,11 +581,20 @@ def activity_getters(activities: list[Any]) -> Getters:
     return _getters(activities, _FIRST_PASS_FIELDS + _SECOND_PASS_FIELDS)
 
 
-def first_pass(exporter: Any, activities: list[Any], get: Getters) -> None:
-    """Device, resource, timestamp and duration of every activity, kept in Rust."""
+def _batches(activities: Sequence[Any], span: range | None) -> Iterator[list[Any]]:
+    """Slices of at most BATCH_SIZE activities over ``span`` (default: all), taken one at a
+    time so a lazy sequence never holds more than a batch."""
+    span = range(len(activities)) if span is None else span
+    for lo in range(span.start, span.stop, BATCH_SIZE):
+        yield activities[lo : min(lo + BATCH_SIZE, span.stop)]
+
+
+def first_pass(
+    exporter: Any, activities: Sequence[Any], get: Getters, span: range | None = None
+) -> None:
+    """Device, resource, timestamp and duration of every activity in ``span``, kept in Rust."""
     device, resource, timestamp, duration = (get[f] for f in _FIRST_PASS_FIELDS)
-    for lo in range(0, len(activities), BATCH_SIZE):
-        part = activities[lo : lo + BATCH_SIZE]
+    for part in _batches(activities, span):
         exporter.add_first_pass(
             list(map(device, part)),
             list(map(resource, part)),
@@ -608,14 +617,18 @@ def start_writer(
 
 
 def second_pass(
-    exporter: Any, activities: list[Any], get: Getters, bar: _ProgressBar | None = None
+    exporter: Any,
+    activities: Sequence[Any],
+    get: Getters,
+    bar: _ProgressBar | None = None,
+    span: range | None = None,
 ) -> None:
-    """The other fields, batch by batch, each batch queued for the writer thread."""
+    """The other fields of the activities in ``span``, batch by batch, each batch queued
+    for the writer thread."""
     category, linked_id, flow_id = get["type"], get["linked_correlation_id"], get["flow_id"]
     name, metadata_json, correlation_id = get["name"], get["metadata_json"], get["correlation_id"]
     flow_type, flow_start = get["flow_type"], get["flow_start"]
-    for lo in range(0, len(activities), BATCH_SIZE):
-        part = activities[lo : lo + BATCH_SIZE]
+    for part in _batches(activities, span):
         need_corr, need_flow, kernels = exporter.begin_batch(
             list(map(category, part)), list(map(linked_id, part)), list(map(flow_id, part))
         )

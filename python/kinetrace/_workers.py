@@ -29,8 +29,9 @@ import signal
 import struct
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from kinetrace import _kinetrace
 from kinetrace._export import (
@@ -127,10 +128,12 @@ class _Worker:
         except EOFError:
             raise WorkerError(f"export worker {self.index} {self._fate()}") from None
         if message[0] == "error":
-            error = message[1]
-            if isinstance(error, BaseException):
+            kind, error, remote = message[1:]
+            if kind == "exception":
+                if hasattr(error, "add_note"):
+                    error.add_note(f"raised in export worker {self.index}:\n{remote}")
                 raise error
-            raise WorkerError(f"export worker {self.index} failed: {error}")
+            raise WorkerError(f"export worker {self.index} failed: {error}\n{remote}")
         if message[0] != expected:
             raise WorkerError(f"export worker {self.index} sent {message[0]!r}")
         return message[1:]
@@ -161,8 +164,25 @@ class _Worker:
                 os.close(fd)
 
 
+def _carried_error(exc: BaseException) -> Any:
+    """What the parent gets for a worker's exception: the exception itself when it survives
+    pickling (so callers can catch the type they expect), else its type, message and
+    traceback as text. The worker's traceback travels as text either way."""
+    import traceback
+
+    remote = "".join(traceback.format_exception(exc))
+    try:
+        copy = pickle.loads(pickle.dumps(exc))
+        if type(copy) is type(exc):
+            return ("exception", exc, remote)
+    except Exception:
+        pass
+    return ("text", f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}", remote)
+
+
 def _worker_main(
-    part: list[Any],
+    activities: Sequence[Any],
+    span: range,
     get: Getters,
     output: str,
     level: int | None,
@@ -170,20 +190,22 @@ def _worker_main(
     host_pid: int,
     from_parent: int,
     to_parent: int,
-) -> None:
-    """Runs in the forked child; never returns."""
+) -> NoReturn:
+    """Runs in the forked child; never returns (not even by an exception)."""
     code = 1
     exporter = None
     try:
-        # Ctrl-C goes to the whole process group: let it end the worker at once; the
-        # parent sees the death and cleans up.
+        # Ctrl-C goes to the whole process group: let it end the worker at once (the parent
+        # sees the death and cleans up). SIGINT was blocked around the fork; unblock it only
+        # now that it no longer raises here.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         exporter = _kinetrace._Exporter(output, level, threads, False, True)
-        first_pass(exporter, part, get)
+        first_pass(exporter, activities, get, span)
         _send(to_parent, ("summary", exporter.partial_summary()))
         (base,) = _receive(from_parent)
         exporter.start(base, host_pid, "[]", [], [])
-        second_pass(exporter, part, get)
+        second_pass(exporter, activities, get, None, span)
         exporter.close("")
         events, text_len, file_len, crc = exporter.wait(None)
         _send(to_parent, ("done", events, text_len, file_len, crc))
@@ -193,11 +215,7 @@ def _worker_main(
             with contextlib.suppress(BaseException):
                 exporter.abort()  # removes its temporary file; os._exit runs no destructor
         with contextlib.suppress(BaseException):
-            try:
-                pickle.dumps(exc)
-                _send(to_parent, ("error", exc))
-            except Exception:
-                _send(to_parent, ("error", f"{type(exc).__name__}: {exc}"))
+            _send(to_parent, ("error", *_carried_error(exc)))
     finally:
         os._exit(code)
 
@@ -230,33 +248,45 @@ def export_forked(
             outputs.append(output)
             parent_r, child_w = os.pipe()
             child_r, parent_w = os.pipe()
-            pid = _fork()
-            if pid == 0:  # the worker
-                os.close(parent_r)
-                os.close(parent_w)
-                _worker_main(
-                    activities[bounds[i] : bounds[i + 1]],
-                    get,
-                    output,
-                    level,
-                    per_process_threads,
-                    host_pid,
-                    child_r,
-                    child_w,
-                )
+            # No Ctrl-C between fork and the worker's own handler: a KeyboardInterrupt
+            # raised in the child before its try block would unwind into the caller's code.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            pid = -1
+            try:
+                pid = _fork()
+                if pid == 0:  # the worker: _worker_main leaves only through os._exit
+                    try:
+                        os.close(parent_r)
+                        os.close(parent_w)
+                        _worker_main(
+                            activities,
+                            range(bounds[i], bounds[i + 1]),
+                            get,
+                            output,
+                            level,
+                            per_process_threads,
+                            host_pid,
+                            child_r,
+                            child_w,
+                        )
+                    finally:
+                        os._exit(1)
+            finally:
+                if pid != 0:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             os.close(child_r)
             os.close(child_w)
             started.append(_Worker(i, pid, parent_w, parent_r, output))
 
-        own = activities[bounds[0] : bounds[1]]
-        first_pass(exporter, own, get)
+        own = range(bounds[0], bounds[1])
+        first_pass(exporter, activities, get, own)
         for worker in started:
             (partial,) = worker.receive("summary")
             exporter.merge_partial(partial)
         base = start(exporter)
         for worker in started:
             _send(worker.to_worker, (base,))
-        second_pass(exporter, own, get, bar)
+        second_pass(exporter, activities, get, bar, own)
         for worker in started:
             events, text_len, _file_len, crc = worker.receive("done")
             exporter.append_slice(worker.output, events, text_len, crc)
