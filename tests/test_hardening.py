@@ -427,12 +427,6 @@ def test_ctrl_c_latency_with_big_batches(tmp_path, sigint, stage):
     check_interrupted(tmp_path, latency, {path.name: OLD})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Ctrl-C in ExportHandle.result() only interrupts the wait; the background "
-    "export goes on and replaces the destination (ExportHandle._settle catches Exception only "
-    "and never calls abort()).",
-)
 def test_ctrl_c_while_waiting_for_a_background_export(tmp_path, sigint):
     path = tmp_path / "trace.json.gz"
     path.write_bytes(OLD)

@@ -110,6 +110,14 @@ class ExportHandle:
                     counts = self._exporter.wait(timeout)
                 except Exception as exc:
                     self._outcome = exc
+                except BaseException as exc:
+                    # Ctrl-C while waiting: the export is cancelled, not left to finish
+                    # behind the caller's back; the interrupt goes on up.
+                    self._exporter.abort()
+                    self._outcome = exc
+                    self._reported = True
+                    self._release()
+                    raise
                 else:
                     if counts is None:
                         return False
@@ -121,12 +129,15 @@ class ExportHandle:
                         seconds=time.perf_counter() - self._started,
                         path=self.path,
                     )
-                self._exporter = None
-                if self._worker_outputs:
-                    from kinetrace import _workers
-
-                    _workers.remove_outputs(self._worker_outputs)
+                self._release()
             return True
+
+    def _release(self) -> None:
+        self._exporter = None
+        if self._worker_outputs:
+            from kinetrace import _workers
+
+            _workers.remove_outputs(self._worker_outputs)
 
     def _unreported_error(self) -> BaseException | None:
         if self._reported or not isinstance(self._outcome, BaseException):
