@@ -19,6 +19,13 @@ use crate::format::{self, Header};
 use crate::sink::{Encoding, Sink, SinkStats};
 use crate::trace::{Batch, FirstPass, Summary};
 
+/// Called while waiting for room in the queue; an error abandons the wait (Ctrl-C).
+pub type Check<'a> = dyn FnMut() -> Result<()> + 'a;
+
+/// The writer writes a batch's text in pieces of at most this size, checking between
+/// them whether the export was cancelled, so an interrupt never waits for a huge batch.
+const WRITE_CHUNK: usize = 1 << 20;
+
 /// Batches waiting to be formatted; two keep the writer busy while one more is extracted.
 pub const QUEUE_DEPTH: usize = 2;
 
@@ -200,7 +207,12 @@ fn run_writer(
                 batch.validate(summary)?;
                 buf.clear();
                 events += format::push_batch(&mut buf, summary, &batch);
-                sink.write_all(&buf)?;
+                for piece in buf.chunks(WRITE_CHUNK) {
+                    if queue.is_cancelled() {
+                        return Err(Error::Interrupted);
+                    }
+                    sink.write_all(piece)?;
+                }
                 written.fetch_add(buf.len() as u64, Ordering::Relaxed);
             }
             Job::Append(slice) => {
@@ -426,16 +438,17 @@ impl Exporter {
         }
     }
 
-    /// Queues a worker's finished slice after the events queued so far.
-    pub fn append_slice(&mut self, slice: SliceOutput) -> Result<()> {
-        self.offer_job(Job::Append(slice))
+    /// Queues a worker's finished slice after the events queued so far. While the queue
+    /// is full, `interrupted` is called every 50 ms; an error from it abandons the wait.
+    pub fn append_slice(&mut self, slice: SliceOutput, interrupted: &mut Check) -> Result<()> {
+        self.offer_job(Job::Append(slice), interrupted)
     }
 
     /// Queues the closing events (none for a slice) and closes the queue; then call
-    /// [`Exporter::wait`].
-    pub fn close(&mut self, trace_name: Vec<u8>) -> Result<()> {
+    /// [`Exporter::wait`]. `interrupted` as for [`Exporter::append_slice`].
+    pub fn close(&mut self, trace_name: Vec<u8>, interrupted: &mut Check) -> Result<()> {
         if self.framing == Framing::Whole {
-            self.offer_job(Job::Tail(trace_name))?;
+            self.offer_job(Job::Tail(trace_name), interrupted)?;
         }
         match &mut self.stage {
             Stage::Streaming { running, .. } => {
@@ -446,19 +459,19 @@ impl Exporter {
         }
     }
 
-    /// Queues a job, waiting as long as it takes for room.
-    fn offer_job(&mut self, mut job: Job) -> Result<()> {
+    /// Queues a job, waiting as long as it takes for room (or until `interrupted` fails).
+    fn offer_job(&mut self, mut job: Job, interrupted: &mut Check) -> Result<()> {
         let Stage::Streaming { running, .. } = &mut self.stage else {
             return Err(Error::State("the export has not started".into()));
         };
         loop {
-            match running.queue.offer(job, Duration::from_millis(100)) {
-                Offer::Accepted => break,
+            match running.queue.offer(job, Duration::from_millis(50)) {
+                Offer::Accepted => return Ok(()),
                 Offer::TimedOut(j) => job = j,
                 Offer::Closed => return Err(self.writer_error()),
             }
+            interrupted()?;
         }
-        Ok(())
     }
 
     /// Waits up to `timeout` for the writer to finish; `None` if it is still running.
@@ -554,7 +567,7 @@ mod tests {
             }
             start += len;
         }
-        ex.close(path.to_string_lossy().as_bytes().to_vec())?;
+        ex.close(path.to_string_lossy().as_bytes().to_vec(), &mut || Ok(()))?;
         loop {
             if let Some(r) = ex.wait(Duration::from_millis(50)) {
                 return r;

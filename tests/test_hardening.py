@@ -412,13 +412,6 @@ def test_ctrl_c_while_waiting_for_the_writer(tmp_path, sigint, stage):
     check_interrupted(tmp_path, latency, {path.name: OLD})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: after Ctrl-C, abort() joins the writer thread, which first writes the whole "
-    "batch it holds (and close() waits for queue room without checking signals): the "
-    "latency is one or two batches of writer work, unbounded for big events (here 64 MiB "
-    "batches at gzip level 9 on one thread: ~1.5 s).",
-)
 @pytest.mark.parametrize("stage", ["submit_batch(", ".close("])
 def test_ctrl_c_latency_with_big_batches(tmp_path, sigint, stage):
     path = tmp_path / "trace.json.gz"

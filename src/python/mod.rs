@@ -87,6 +87,28 @@ fn str_column(list: &Bound<'_, PyList>, what: &str) -> PyResult<StrColumn> {
     Ok(col)
 }
 
+/// Runs `f` with the GIL released, giving it a check that takes the GIL back briefly to
+/// look for Ctrl-C (or any exception a signal handler raises), which is returned as is.
+fn with_interrupts<R: Send>(
+    py: Python<'_>,
+    f: impl FnOnce(&mut crate::pipeline::Check) -> crate::Result<R> + Send,
+) -> PyResult<R> {
+    let mut raised: Option<PyErr> = None;
+    let result = py.detach(|| {
+        let mut check = || {
+            Python::attach(|py| py.check_signals()).map_err(|err| {
+                raised = Some(err);
+                Error::Interrupted
+            })
+        };
+        f(&mut check)
+    });
+    match (result, raised) {
+        (Err(_), Some(err)) => Err(err),
+        (result, _) => Ok(result?),
+    }
+}
+
 /// A 0/1 mask as Python wants it for `itertools.compress`: `None` when nothing is
 /// selected, `True` when everything is, the bytes otherwise.
 fn mask_object<'py>(py: Python<'py>, mask: &[u8]) -> Bound<'py, PyAny> {
@@ -228,8 +250,7 @@ impl PyExporter {
             text_len,
             crc,
         };
-        py.detach(|| exporter.append_slice(slice))?;
-        Ok(())
+        with_interrupts(py, |check| exporter.append_slice(slice, check))
     }
 
     /// The earliest activity timestamp seen by the first pass, or None.
@@ -350,8 +371,7 @@ impl PyExporter {
         let name = str_bytes(trace_name, "trace name")?;
         let mut state = self.state()?;
         let exporter = &mut state.exporter;
-        py.detach(|| exporter.close(name))?;
-        Ok(())
+        with_interrupts(py, |check| exporter.close(name, check))
     }
 
     /// Waits for the output to be complete and in place (GIL released, Ctrl-C checked),
