@@ -287,7 +287,15 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
                 .map_err(|e| io_error("cannot open", path, e))?;
             return Ok((file, None));
         }
-        _ => {}
+        Some(_) => {
+            // The rename would replace a file the caller may not write (mode 0444):
+            // refuse as opening it for writing would, with the kernel's own check.
+            OpenOptions::new()
+                .write(true)
+                .open(&target)
+                .map_err(|e| io_error("cannot write", path, e))?;
+        }
+        None => {}
     }
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),

@@ -817,12 +817,6 @@ def test_read_only_directory_as_root_without_dac_override(tmp_path):
     assert_untouched(directory, {"old.json": OLD})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a read-only destination file (mode 0444) in a writable directory is "
-    "replaced by the atomic rename; torch's open(path, 'w') raises PermissionError and "
-    "leaves it alone (sink.rs never checks that the destination itself is writable).",
-)
 def test_read_only_destination_file_is_not_replaced(tmp_path):
     path = tmp_path / "t.json"
     path.write_bytes(OLD)
