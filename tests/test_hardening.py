@@ -1434,11 +1434,10 @@ def test_peak_memory_is_bounded(tmp_path, n, record_property):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.xfail(
     strict=True,
-    reason="Forked extraction (the default from 100k activities on 2+ cores) exceeds the "
+    reason="KNOWN LIMIT: forked extraction (workers=2, opt-in on 2 cores) exceeds the "
     "64 MiB + 32 B/activity budget: the worker's copy-on-write copies of every activity "
     "object it touches plus a second pipeline (~200 MiB for 1M listed activities, 2 "
-    "processes, vs 94.5 MiB); "
-    "a lazy sequence is also materialized slice by slice (activities[lo:hi] per process).",
+    "processes, vs 94.5 MiB). Inherent to fork; documented on the workers argument.",
 )
 def test_peak_memory_with_two_workers(tmp_path, record_property):
     n = 500_000
