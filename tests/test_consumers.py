@@ -18,8 +18,9 @@ from torch.profiler._chrome_trace_export import export_chrome_trace as torch_pyt
 import kinetrace
 from activities import FakeResult, chain, launch_set, memcpy_memset_set
 
-# HTA 0.5.0 and torch-tb-profiler call pandas methods with inplace=True and copy=..., which pandas 3 deprecates
-# (Pandas4Warning, named by its base class so the filter does not need pandas imported).
+# HTA 0.5.0 and torch-tb-profiler call pandas methods with inplace= and copy=, which
+# pandas 3 deprecates (Pandas4Warning, named by its base class so the filter does not need
+# pandas imported).
 HTA_INPLACE = r"ignore:The inplace keyword in DataFrame\.\w+ is deprecated:DeprecationWarning"
 HTA_COPY = r"ignore:The copy keyword is deprecated:DeprecationWarning"
 
