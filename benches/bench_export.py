@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", default="1,2", help="kinetrace worker counts to run (comma-separated)"
     )
     parser.add_argument("--no-encoder", action="store_true", help="skip the encoder-alone run")
+    parser.add_argument(
+        "--no-handler", action="store_true", help="skip the on_trace_ready blocking run"
+    )
     parser.add_argument("--json", default=None, help="write the results here as JSON")
     args = parser.parse_args(argv)
 
@@ -91,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(_bench.format_encoder_table(encoder, len(encoder_text)))
         payload["encoder"] = {"text_bytes": len(encoder_text), "rows": encoder}
+
+    if not args.no_handler:
+        with tempfile.TemporaryDirectory(prefix="kinetrace-bench-") as out:
+            handler = _bench.handler_blocking(args.iterations, out)
+        print()
+        print(_bench.format_handler_table(handler))
+        payload["handler"] = handler
 
     if args.json:
         with open(args.json, "w") as f:

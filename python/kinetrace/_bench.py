@@ -327,3 +327,57 @@ def format_encoder_table(rows: list[dict[str, Any]], text_bytes: int) -> str:
             f"{r['ratio']:6.1f}x"
         )
     return "\n".join(lines)
+
+
+def handler_blocking(iterations: int, out_dir: str) -> list[dict[str, Any]]:
+    """How long ``on_trace_ready`` holds up a training step: torch's
+    ``tensorboard_trace_handler`` vs kinetrace's, foreground and background, each on a
+    fresh profile of ``iterations`` steps (torch's stock export can save a result once)."""
+    import torch.profiler
+
+    from kinetrace import _profiler
+
+    variants = [
+        ("torch handler", "json", lambda d: torch.profiler.tensorboard_trace_handler(d)),
+        (
+            "torch handler",
+            "json.gz",
+            lambda d: torch.profiler.tensorboard_trace_handler(d, use_gzip=True),
+        ),
+        ("kinetrace handler", "json", lambda d: _profiler.tensorboard_trace_handler(d)),
+        (
+            "kinetrace handler",
+            "json.gz",
+            lambda d: _profiler.tensorboard_trace_handler(d, use_gzip=True),
+        ),
+        (
+            "kinetrace background",
+            "json",
+            lambda d: _profiler.tensorboard_trace_handler(d, background=True),
+        ),
+        (
+            "kinetrace background",
+            "json.gz",
+            lambda d: _profiler.tensorboard_trace_handler(d, use_gzip=True, background=True),
+        ),
+    ]
+    rows = []
+    for i, (who, fmt, make) in enumerate(variants):
+        prof = record_workload(iterations)
+        directory = os.path.join(out_dir, f"handler{i}")
+        gc.collect()
+        blocked, done = _profiler.measure_handler_block(make(directory), prof)
+        rows.append({"handler": who, "fmt": fmt, "blocked_s": blocked, "done_s": done})
+        del prof
+    return rows
+
+
+def format_handler_table(rows: list[dict[str, Any]]) -> str:
+    """A table of :func:`handler_blocking` results."""
+    lines = [
+        "on_trace_ready: how long the training step is blocked",
+        f"{'handler':<22} {'format':<8} {'blocked s':>9} {'file done s':>11}",
+    ]
+    for r in rows:
+        lines.append(f"{r['handler']:<22} {r['fmt']:<8} {r['blocked_s']:9.3f} {r['done_s']:11.3f}")
+    return "\n".join(lines)
