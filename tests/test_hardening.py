@@ -301,12 +301,28 @@ LONG = 2_000_000
 
 
 def child_processes() -> list[int]:
-    """This process's children (forked workers not reaped would show here, zombies too)."""
+    """Children this process gained during the current test (forked workers not reaped
+    would show here, zombies too). Children that earlier tests left running, such as the
+    resource tracker torch.multiprocessing starts, are not counted."""
+    return sorted(set(_all_children()) - _children_before_test)
+
+
+def _all_children() -> list[int]:
     pids = []
     for task in Path("/proc/self/task").iterdir():
         with contextlib.suppress(OSError):
             pids += [int(p) for p in (task / "children").read_text().split()]
     return pids
+
+
+_children_before_test: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _record_children() -> Iterator[None]:
+    global _children_before_test
+    _children_before_test = set(_all_children())
+    yield
 
 
 def check_interrupted(directory: Path, latency: float, expected: dict[str, bytes]) -> None:
