@@ -354,13 +354,19 @@ def test_ctrl_c_while_waiting_for_a_worker(tmp_path, sigint, suffix):
     counts): the workers are killed and reaped, their slice files removed."""
     path = tmp_path / f"trace{suffix}"
     path.write_bytes(OLD)
+    parent = os.getpid()
+
+    def slow_worker(pass_number: int, start: int) -> None:
+        # The worker reads slowly, so the parent surely waits in os.read for it.
+        if os.getpid() != parent:
+            time.sleep(0.05)
+
+    result = probed(SyntheticResult(300_000), on_slice=slow_worker)
     watcher = StageWatcher("os.read(", sigint.fire, module="_workers.py")
     sigint.armed = True
     watcher.start()
     try:
-        latency = sigint.expect(
-            lambda: kinetrace.export_chrome_trace(SyntheticResult(300_000), path, workers=2)
-        )
+        latency = sigint.expect(lambda: kinetrace.export_chrome_trace(result, path, workers=2))
     finally:
         watcher.stop.set()
         watcher.join()
