@@ -255,6 +255,9 @@ struct Running {
     queue: Arc<BoundedQueue<Job>>,
     done: Receiver<Result<ExportStats>>,
     thread: Option<JoinHandle<()>>,
+    /// The output is an existing FIFO or device written in place: a reader that stopped
+    /// reading can block the writer forever, so abort does not wait for it for long.
+    in_place: bool,
 }
 
 enum Stage {
@@ -335,6 +338,7 @@ impl Exporter {
                 return Err(Error::State("the export has already started".into()));
             }
         };
+        let in_place = sink.writes_in_place();
         let summary = Arc::new(first.finish(base_ns, host_pid));
         let capacity = match self.queue {
             Queue::Bounded(depth) => depth.max(1),
@@ -364,6 +368,7 @@ impl Exporter {
             queue,
             done,
             thread: Some(thread),
+            in_place,
         };
         if self.framing == Framing::Whole {
             if let Offer::Closed = running
@@ -509,7 +514,17 @@ impl Exporter {
         if let Stage::Streaming { running, .. } = &mut self.stage {
             running.queue.cancel();
             if let Some(thread) = running.thread.take() {
-                let _ = thread.join();
+                // A file of ours is removed by the writer as it stops: wait for that. A
+                // FIFO or device has nothing to remove, and its writer may be stuck in a
+                // write nobody reads: give it a moment, then leave it to end on its own.
+                let stopped = !running.in_place
+                    || !matches!(
+                        running.done.recv_timeout(Duration::from_millis(200)),
+                        Err(RecvTimeoutError::Timeout)
+                    );
+                if stopped {
+                    let _ = thread.join();
+                }
             }
         }
         // Dropping a first-pass sink removes its temporary file too.

@@ -164,6 +164,12 @@ impl Sink {
         Ok(())
     }
 
+    /// Whether the destination is written directly (an existing FIFO or device) rather
+    /// than through a temporary file.
+    pub fn writes_in_place(&self) -> bool {
+        self.temp.is_none()
+    }
+
     /// Pushes everything written so far to the file (a sync flush for gzip).
     pub fn flush(&mut self) -> Result<()> {
         let result = match &mut self.writer {

@@ -562,12 +562,6 @@ FIFO_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a FIFO destination without a reader blocks in open(), and with a reader "
-    "that stopped reading blocks the writer thread in write(); either way Ctrl-C is ignored "
-    "(open runs with the GIL released and retries EINTR; abort() joins the blocked writer).",
-)
 @pytest.mark.parametrize("mode", ["no-reader", "stalled-reader"])
 def test_ctrl_c_exporting_to_a_stalled_fifo(tmp_path, mode):
     fifo = tmp_path / "pipe.json"

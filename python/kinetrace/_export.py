@@ -9,8 +9,11 @@ compresses and writes while Python extracts the next batch.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import errno
 import json
 import os
+import stat
 import sys
 import threading
 import time
@@ -481,7 +484,8 @@ def export_chrome_trace(
         )
     activities = result.trace_activities()
     n_workers = _resolve_workers(workers, len(activities))
-    exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))
+    with fifo_reader_ready(trace_name):
+        exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))
     worker_outputs: list[str] = []
     handed_over = False  # a background handle removes the worker outputs when done
     try:
@@ -559,6 +563,31 @@ class _ProgressBar:
 
     def close(self) -> None:
         self._bar.close()
+
+
+@contextlib.contextmanager
+def fifo_reader_ready(path: str) -> Iterator[None]:
+    """Opening a FIFO that has no reader blocks, out of Ctrl-C's reach (the native open
+    runs with the GIL released): wait for a reader here instead, where Ctrl-C works. The
+    probe stays open as a writer until the block ends, so a reader that opens the FIFO for
+    one writer does not see end-of-file between our probe and the real open."""
+    probe = None
+    try:
+        is_fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        is_fifo = False  # the real open reports it
+    while is_fifo and probe is None:
+        try:
+            probe = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                break
+            time.sleep(0.05)
+    try:
+        yield
+    finally:
+        if probe is not None:
+            os.close(probe)
 
 
 def _resolve_workers(workers: int | None, activities: int) -> int:

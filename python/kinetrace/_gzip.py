@@ -7,7 +7,12 @@ import os
 from typing import Any
 
 from kinetrace import _kinetrace
-from kinetrace._export import DEFAULT_COMPRESSLEVEL, _check_range, available_cpus
+from kinetrace._export import (
+    DEFAULT_COMPRESSLEVEL,
+    _check_range,
+    available_cpus,
+    fifo_reader_ready,
+)
 
 __all__ = ["GzipWriter"]
 
@@ -46,7 +51,8 @@ class GzipWriter(io.BufferedIOBase):
         else:
             target = file
             self.name = getattr(file, "name", None)
-        self._encoder: Any = _kinetrace._GzipEncoder(target, compresslevel, n_threads)
+        with fifo_reader_ready(target if isinstance(target, str) else ""):
+            self._encoder: Any = _kinetrace._GzipEncoder(target, compresslevel, n_threads)
         # Set once the encoder is finished or discarded; io's close() calls flush() after.
         self._finished = False
         #: Uncompressed and compressed byte counts, set by ``close()``.
