@@ -635,6 +635,22 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
         take_error(&mut self.shared.lock())
     }
 
+    /// Waits up to `timeout` for a free block in the pool, so that the next `write` of at
+    /// most one block does not wait for one: lets a caller that must stay responsive (to
+    /// Ctrl-C) wait in slices. `Ok(false)` on timeout; a recorded error is returned.
+    pub fn wait_for_room(&self, timeout: std::time::Duration) -> io::Result<bool> {
+        let st = self.shared.lock();
+        let (mut st, _) = self
+            .shared
+            .producer_cv
+            .wait_timeout_while(st, timeout, |s| !s.abort && s.free.is_empty())
+            .unwrap_or_else(PoisonError::into_inner);
+        if st.abort {
+            return Err(take_error(&mut st));
+        }
+        Ok(!st.free.is_empty())
+    }
+
     /// Takes a free block from the pool, waiting while none is.
     fn take_free(&self) -> io::Result<Block> {
         let mut st = self.shared.lock();

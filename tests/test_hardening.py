@@ -484,16 +484,9 @@ class StalledFile:
         pass
 
 
-STALLED_GZIP_WRITER = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: GzipWriter.write waits for a free block with the GIL released and never "
-    "checks for signals, so Ctrl-C is only seen after the file object's write returns.",
-)
-
-
 @pytest.mark.parametrize(
     "write_time",
-    [0.05, pytest.param(1.0, marks=STALLED_GZIP_WRITER)],
+    [0.05, 1.0],
     ids=["slow-file", "stalled-file"],
 )
 def test_ctrl_c_while_gzip_writer_blocks_on_a_slow_file(tmp_path, sigint, write_time):

@@ -12,8 +12,9 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyByteArray, PyBytes};
 
 use super::errors::{io_to_pyerr, PyErrInIo};
+use super::POLL;
 use crate::error::Error;
-use crate::gzip::ParallelGzEncoder;
+use crate::gzip::{ParallelGzEncoder, DEFAULT_BLOCK_SIZE};
 use crate::sink::{Encoding, Sink};
 
 /// A Python binary file object as an `io::Write`. Called from the encoder's writer
@@ -143,7 +144,18 @@ impl PyGzipEncoder {
         let len = bytes.len();
         self.with_target(py, move |target| match target {
             Target::Path(sink) => sink.write_all(&bytes).map_err(into_io),
-            Target::File(enc) => enc.write_all(&bytes),
+            // A file object can stall (a pipe nobody reads): wait for room in slices,
+            // checking for Ctrl-C between them, one block at a time.
+            Target::File(enc) => {
+                for chunk in bytes.chunks(DEFAULT_BLOCK_SIZE) {
+                    while !enc.wait_for_room(POLL)? {
+                        Python::attach(|py| py.check_signals())
+                            .map_err(|e| io::Error::other(PyErrInIo(e)))?;
+                    }
+                    enc.write_all(chunk)?;
+                }
+                Ok(())
+            }
         })?;
         Ok(len)
     }

@@ -28,7 +28,7 @@ type PartialTuple = (usize, i128, i128, Vec<(i64, i64)>, Vec<((i64, i64), i64)>)
 type Finished = (u64, u64, u64, Option<u32>);
 
 /// How long a blocking wait runs with the GIL released before checking for Ctrl-C.
-const POLL: Duration = Duration::from_millis(50);
+pub(crate) const POLL: Duration = Duration::from_millis(50);
 
 /// Calls `f` with the bytes of a Python string. Strings holding lone surrogates (which
 /// UTF-8 cannot encode) come as `surrogatepass` bytes; the renderer writes them as
