@@ -441,7 +441,7 @@ def export_chrome_trace(
             of the wrong type.
         RuntimeError: the profiler has not stopped, or the result has neither
             ``trace_activities()`` nor ``save()``.
-        ValueError: ``compresslevel`` or ``threads`` out of range.
+        ValueError: ``compresslevel``, ``threads`` or ``workers`` out of range.
         OSError: the file cannot be written (its subclass tells why: ``FileNotFoundError``
             for a missing directory, ``IsADirectoryError``, ``PermissionError``, and
             ``OSError`` with ``errno.ENOSPC`` for a full disk). No partial file is left.
