@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use crate::error::{Error, Result};
 
 /// Trace categories whose own correlation id is not written as "External id".
-const EXTERNAL_ID_EXCLUDED: [&[u8]; 7] = [
+pub const EXTERNAL_ID_EXCLUDED: [&[u8]; 7] = [
     b"gpu_memcpy",
     b"gpu_memset",
     b"kernel",

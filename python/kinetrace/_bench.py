@@ -26,19 +26,10 @@ from dataclasses import asdict, dataclass, field
 from itertools import compress
 from typing import Any
 
-from kinetrace import _export
+from kinetrace import _export, _kinetrace
 
-EXCLUDED_EXTERNAL_ID = frozenset(
-    {
-        "gpu_memcpy",
-        "gpu_memset",
-        "kernel",
-        "cuda_runtime",
-        "cuda_driver",
-        "privateuse1_runtime",
-        "privateuse1_driver",
-    }
-)
+#: The categories whose correlation id an export does not read (the Rust rule itself).
+EXCLUDED_EXTERNAL_ID = frozenset(_kinetrace.EXTERNAL_ID_EXCLUDED)
 
 
 @dataclass

@@ -6,6 +6,7 @@ from typing import Any, final
 from typing_extensions import Self
 
 __all__ = [
+    "EXTERNAL_ID_EXCLUDED",
     "_Exporter",
     "_GzipEncoder",
     "_KinetoStream",
@@ -18,6 +19,8 @@ __all__ = [
 ]
 
 __version__: str
+#: Categories whose own correlation id is not written as "External id" (nor read).
+EXTERNAL_ID_EXCLUDED: list[str]
 
 def format_microseconds(ns: int) -> str: ...
 def trimonth_base_ns(earliest_ns: int) -> int: ...

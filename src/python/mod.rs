@@ -458,6 +458,11 @@ fn trimonth_base_ns(earliest_ns: i128) -> i128 {
 #[pymodule]
 fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    let excluded: Vec<&str> = trace::EXTERNAL_ID_EXCLUDED
+        .iter()
+        .map(|c| std::str::from_utf8(c).expect("category names are ASCII"))
+        .collect();
+    m.add("EXTERNAL_ID_EXCLUDED", excluded)?;
     m.add_class::<PyExporter>()?;
     gzip_writer::register(m)?;
     kineto_fallback::register(m)?;
