@@ -1,33 +1,61 @@
-# Sourced by the other scripts: a cached virtual environment with torch and the tools,
-# and a freshly built release wheel of kinetrace installed into it.
+# Sourced by the other scripts: cached virtual environments with torch and the tools, and a
+# freshly built release wheel of kinetrace installed into the main one.
 #
-# The venv lives outside the clone (KINETRACE_VENV, default ~/.cache/kinetrace/venv) so
-# every clone and every CI run on this machine reuses it and pip's download cache: only
-# the first run downloads torch.
+# Everything cached lives outside the clone, under KINETRACE_CACHE (default
+# ~/.cache/kinetrace), so every clone and every CI run on this machine reuses it. Packages are
+# installed with uv, whose cache hard-links identical files into each venv: the ~3 GB of NVIDIA
+# libraries a torch wheel depends on are downloaded once per version and shared by every venv
+# that uses them.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-VENV=${KINETRACE_VENV:-$HOME/.cache/kinetrace/venv}
+CACHE=${KINETRACE_CACHE:-$HOME/.cache/kinetrace}
+VENV=${KINETRACE_VENV:-$CACHE/venv}
 PYTHON_FOR_VENV=${PYTHON:-python3}
+UV_VERSION=0.13.9
+export UV_CACHE_DIR=${UV_CACHE_DIR:-$CACHE/uv}
+export UV_LINK_MODE=${UV_LINK_MODE:-hardlink}
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
-ensure_venv() {
-  if [ ! -x "$VENV/bin/python" ]; then
-    log "creating venv at $VENV"
-    "$PYTHON_FOR_VENV" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install -q --upgrade pip
+# uv itself, pinned, in a small venv of its own.
+ensure_uv() {
+  UV="$CACHE/tools/bin/uv"
+  if [ ! -x "$UV" ] || [ "$("$UV" --version | cut -d' ' -f2)" != "$UV_VERSION" ]; then
+    log "installing uv $UV_VERSION"
+    rm -rf "$CACHE/tools"
+    mkdir -p "$CACHE"
+    "$PYTHON_FOR_VENV" -m venv "$CACHE/tools"
+    "$CACHE/tools/bin/python" -m pip install -q "uv==$UV_VERSION"
   fi
-  # Reinstall the requirements only when they changed since the last run.
-  local stamp="$VENV/.kinetrace-requirements"
+}
+
+# make_venv DIR PYTHON STAMP REQUIREMENT_ARGS...: (re)create DIR with PYTHON (a version uv
+# finds, e.g. 3.11) and install the requirements, only when STAMP's text changed since the last
+# successful run.
+make_venv() {
+  local dir=$1 python=$2 stamp_text=$3
+  shift 3
+  ensure_uv
+  local stamp="$dir/.kinetrace-requirements"
+  if [ -x "$dir/bin/python" ] && [ "$stamp_text" == "$(cat "$stamp" 2>/dev/null)" ]; then
+    return 0
+  fi
+  log "creating $dir (Python $python; torch is ~3 GB the first time, shared after)"
+  rm -rf "$dir"
+  "$UV" venv -q --seed --python "$(command -v "python$python" || echo "$python")" "$dir"
+  VIRTUAL_ENV="$dir" "$UV" pip install -q "$@"
+  printf '%s' "$stamp_text" > "$stamp"
+}
+
+ensure_venv() {
   local wanted
   wanted=$(cat "$ROOT"/requirements-dev.txt "$ROOT"/requirements-consumers*.txt)
-  if [ "$wanted" != "$(cat "$stamp" 2>/dev/null)" ]; then
-    log "installing requirements (torch 2.15.0 is ~3 GB the first time)"
-    "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements-dev.txt" \
-      -r "$ROOT/requirements-consumers-deps.txt"
-    "$VENV/bin/python" -m pip install -q --no-deps -r "$ROOT/requirements-consumers.txt"
-    printf '%s' "$wanted" > "$stamp"
+  # The trace consumers go in with --no-deps: their declared dependencies would move torch.
+  make_venv "$VENV" "${KINETRACE_PYTHON:-3.11}" "$wanted" \
+    -r "$ROOT/requirements-dev.txt" -r "$ROOT/requirements-consumers-deps.txt"
+  if ! "$VENV/bin/python" -c 'import hta, torch_tb_profiler' 2>/dev/null; then
+    VIRTUAL_ENV="$VENV" "$UV" pip install -q --no-deps -r "$ROOT/requirements-consumers.txt"
   fi
   export PATH="$VENV/bin:$PATH"
 }
@@ -37,5 +65,6 @@ build_wheel() {
   rm -rf "$ROOT/dist"
   (cd "$ROOT" && maturin build --release --quiet --out dist)
   log "installing the wheel into the venv"
-  python -m pip install -q --force-reinstall --no-deps "$ROOT"/dist/kinetrace-*.whl
+  ensure_uv
+  "$UV" pip install -q --python "$VENV/bin/python" --reinstall --no-deps "$ROOT"/dist/kinetrace-*.whl
 }
