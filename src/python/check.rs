@@ -119,7 +119,7 @@ fn recompress(
     threads: usize,
 ) -> PyResult<(u64, u64)> {
     let stats = detached_with_signals(py, |progress| {
-        check::recompress(&src, &dst, level, threads, progress)
+        crate::recompress::recompress(&src, &dst, level, threads, progress)
     })?;
     Ok((stats.json_bytes, stats.file_bytes))
 }
