@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod recompress;
 pub mod render;
 pub mod sink;
+pub mod split;
 pub mod trace;
 
 #[cfg(test)]

@@ -1,0 +1,1870 @@
+//! Cutting a trace file into traces people can open: `kinetrace filter` (one trace of the
+//! events a [`FilterSpec`] keeps) and `kinetrace split` (parts, each a contiguous time
+//! window of at most a given size). Both read `.json` or gzip of any number of members with
+//! the strict lexer of [`crate::lexer`] and copy every kept event's text verbatim.
+//!
+//! An *event* here is one element of `traceEvents`; a *flow end* is an `s`, `t` or `f`
+//! event, and a *flow* all the ends sharing a (`cat`, `id`). What a kept trace contains:
+//! - every top-level key of the source, in the source's order, with its text unchanged
+//!   (plus, in a part of a split, a `kinetrace_part` key first);
+//! - the kept events, in the source's order;
+//! - a flow only when all its ends are kept (in the same part); the others are dropped and
+//!   counted in `flow_events_cut`;
+//! - the metadata (`M`) events of the processes (`pid`) and threads (`pid`, `tid`) that
+//!   some kept event is on, written after the others.
+//!
+//! A flow end *binds* to the last non-flow event read on the same thread whose span
+//! contains the flow's `ts` (torch and Kineto write a flow end right after the activity it
+//! belongs to): it is kept when that event is kept, and goes to that event's part, so a
+//! flow never leaves its activity behind. An unbound flow end is judged by its own `pid`
+//! and `ts`.
+//!
+//! `filter` reads the input once. `split` reads it twice: the first pass collects the
+//! header, the metadata events and a histogram of event bytes over time (at most
+//! [`MAX_CELLS`] cells; the cell width doubles as needed, so empty stretches cost nothing),
+//! from which it cuts the windows; the second pass writes each event into its part. Parts
+//! are written as plain temporary files in the output directory and, for gzip output,
+//! compressed one after the other with the parallel encoder; only when every part is
+//! complete are they renamed to their final names, so a failure leaves none of them.
+//!
+//! Memory, whatever the input size: the header (top-level keys other than `traceEvents`)
+//! and the metadata events, each capped at [`MAX_KEPT_TEXT`]; the histogram (at most
+//! [`MAX_CELLS`] cells, about 10 MiB); per part a 64 KiB write buffer and the set of its
+//! threads; and the open-flow table: the text of flow ends whose other end has not been
+//! read yet (per part), which is empty between flows in torch's and Kineto's layout but
+//! holds the `ac2g` starts of CPU launches until their kernels are read when CPU activities
+//! come first (about 150 bytes per pending flow end).
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::lexer::{Input, Kind, PResult, Stop, BUF_SIZE};
+use crate::members::Source;
+use crate::sink::{Encoding, Sink};
+
+/// Most cells of the split's time histogram.
+pub(crate) const MAX_CELLS: usize = 1 << 18;
+
+/// Most bytes of header text, and of metadata events, kept in memory.
+pub(crate) const MAX_KEPT_TEXT: usize = 64 << 20;
+
+/// Most parts of a split (the names have three digits).
+pub const MAX_PARTS: usize = 999;
+
+/// Deepest nesting accepted in the input.
+const MAX_DEPTH: usize = 512;
+
+/// Write buffer of each part during a split.
+const PART_BUFFER: usize = 64 << 10;
+
+/// Which events a filtered trace keeps. Empty lists and `None` keep everything.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FilterSpec {
+    /// Keep only events whose `cat` is one of these (events without `cat` are kept).
+    pub include_cats: Vec<String>,
+    /// Drop events whose `cat` is one of these.
+    pub exclude_cats: Vec<String>,
+    /// Drop events with a `dur` (µs) below this.
+    pub min_dur_us: Option<f64>,
+    /// Keep only events that overlap [start, end) in µs (instants: start <= ts < end).
+    pub window_us: Option<(f64, f64)>,
+    /// Keep only events whose `pid` is one of these (a number's text, or a string's value).
+    pub pids: Vec<String>,
+}
+
+impl FilterSpec {
+    fn validate(&self) -> Result<()> {
+        if let Some(d) = self.min_dur_us {
+            if !d.is_finite() || d < 0.0 {
+                return Err(Error::InvalidArgument(format!(
+                    "min_dur_us must be a finite number >= 0, got {d}"
+                )));
+            }
+        }
+        if let Some((s, e)) = self.window_us {
+            if !(s.is_finite() && e.is_finite() && s < e) {
+                return Err(Error::InvalidArgument(format!(
+                    "the window must be START:END with finite START < END, got {s}:{e}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn is_everything(&self) -> bool {
+        *self == FilterSpec::default()
+    }
+
+    /// Whether a non-flow, non-metadata event is kept.
+    fn keeps(&self, ev: &Event<'_>) -> bool {
+        if let Some(cat) = ev.cat {
+            if !self.include_cats.is_empty() && !self.include_cats.iter().any(|c| c == cat) {
+                return false;
+            }
+            if self.exclude_cats.iter().any(|c| c == cat) {
+                return false;
+            }
+        }
+        if let (Some(min), Some(dur)) = (self.min_dur_us, ev.dur) {
+            if dur < min {
+                return false;
+            }
+        }
+        self.keeps_place(ev, ev.dur)
+    }
+
+    /// The `pid` and window tests alone (an event lasting `dur`).
+    fn keeps_place(&self, ev: &Event<'_>, dur: Option<f64>) -> bool {
+        if !self.pids.is_empty() && !self.pids.iter().any(|p| p.as_bytes() == ev.pid_text()) {
+            return false;
+        }
+        if let Some((start, end)) = self.window_us {
+            let Some(ts) = ev.ts else { return false };
+            if ts >= end {
+                return false;
+            }
+            match dur {
+                Some(d) if d > 0.0 => ts + d > start,
+                _ => ts >= start,
+            }
+        } else {
+            true
+        }
+    }
+}
+
+/// One event as read, with its raw text.
+pub(crate) struct Event<'a> {
+    raw: &'a [u8],
+    ph: &'a [u8],
+    cat: Option<&'a str>,
+    name: &'a [u8],
+    /// `pid` and (`pid`, `tid`) as type-tagged keys (`1` and `"1"` differ).
+    pid_key: &'a [u8],
+    thread_key: &'a [u8],
+    /// Length of the text of `pid` inside `pid_key` (after the tag byte).
+    ts: Option<f64>,
+    dur: Option<f64>,
+    /// (`cat`, `id`) of a flow end, type-tagged.
+    flow_key: Option<&'a [u8]>,
+}
+
+impl Event<'_> {
+    fn pid_text(&self) -> &[u8] {
+        self.pid_key.get(1..).unwrap_or(b"")
+    }
+
+    fn is_metadata(&self) -> bool {
+        self.ph == b"M"
+    }
+
+    /// Metadata about a thread (as opposed to its process).
+    fn is_thread_metadata(&self) -> bool {
+        self.name.starts_with(b"thread_")
+    }
+
+    fn is_flow(&self) -> bool {
+        self.flow_key.is_some()
+    }
+}
+
+/// What reading a trace reports to its user.
+pub(crate) trait Visitor {
+    /// A top-level member other than `traceEvents` (`raw` is `"key": value` as written).
+    fn header(&mut self, raw: &[u8], after_events: bool) -> Result<()>;
+    /// One element of `traceEvents`.
+    fn event(&mut self, ev: &Event<'_>) -> Result<()>;
+}
+
+/// The fields of an event being read (reused).
+#[derive(Default)]
+struct Fields {
+    key: Vec<u8>,
+    ph: Vec<u8>,
+    cat: Vec<u8>,
+    name: Vec<u8>,
+    pid: Vec<u8>,
+    tid: Vec<u8>,
+    ts: Vec<u8>,
+    dur: Vec<u8>,
+    id: Vec<u8>,
+    pid_key: Vec<u8>,
+    thread_key: Vec<u8>,
+    flow_key: Vec<u8>,
+}
+
+fn tag(kind: Kind) -> u8 {
+    if kind == Kind::Str {
+        b's'
+    } else {
+        b'n'
+    }
+}
+
+fn number(kind: Kind, text: &[u8]) -> Option<f64> {
+    if kind != Kind::Num {
+        return None;
+    }
+    std::str::from_utf8(text)
+        .ok()?
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+}
+
+/// Reads a trace from `inp`, telling `v` about the header and every event.
+fn walk<R: BufRead>(inp: &mut Input<'_, R>, v: &mut dyn Visitor) -> PResult<()> {
+    let Some(b) = inp.skip_ws()? else {
+        return Err(inp.fail("empty file (expected a JSON object with \"traceEvents\")"));
+    };
+    if b != b'{' {
+        return Err(inp.fail("not a trace: the top level is not a JSON object"));
+    }
+    inp.pos += 1;
+    let mut f = Fields::default();
+    let mut seen_events = false;
+    let mut b = inp.ws_expect("a key or '}'")?;
+    if b != b'}' {
+        loop {
+            inp.start_capture();
+            inp.key(b, &mut f.key)?;
+            if f.key == b"traceEvents" {
+                inp.end_capture();
+                if seen_events {
+                    return Err(inp.fail("duplicate key \"traceEvents\""));
+                }
+                seen_events = true;
+                if inp.peek()? != Some(b'[') {
+                    return Err(inp.fail("not a trace: \"traceEvents\" is not an array"));
+                }
+                events(inp, &mut f, v)?;
+            } else {
+                inp.value(1, None)?;
+                let raw = inp.end_capture();
+                v.header(raw, seen_events).map_err(Stop::Fatal)?;
+            }
+            b = inp.ws_expect("',' or '}'")?;
+            match b {
+                b',' => {
+                    inp.pos += 1;
+                    b = inp.after_comma(b'}', "a key")?;
+                }
+                b'}' => break,
+                _ => return Err(inp.fail("expected ',' or '}' after a top-level value")),
+            }
+        }
+    }
+    inp.pos += 1;
+    if !seen_events {
+        return Err(inp.fail("not a trace: no \"traceEvents\" key in the top-level object"));
+    }
+    match inp.skip_ws()? {
+        None => Ok(()),
+        Some(_) => Err(inp.fail("extra data after the top-level value")),
+    }
+}
+
+fn events<R: BufRead>(inp: &mut Input<'_, R>, f: &mut Fields, v: &mut dyn Visitor) -> PResult<()> {
+    inp.pos += 1;
+    let mut b = inp.ws_expect("an event or ']'")?;
+    if b == b']' {
+        inp.pos += 1;
+        return Ok(());
+    }
+    let mut index = 0u64;
+    loop {
+        inp.event = Some(index);
+        event(inp, f, b, v)?;
+        index += 1;
+        b = inp.ws_expect("',' or ']'")?;
+        match b {
+            b',' => {
+                inp.pos += 1;
+                b = inp.after_comma(b']', "an event")?;
+            }
+            b']' => break,
+            _ => return Err(inp.fail("expected ',' or ']' after an event")),
+        }
+    }
+    inp.pos += 1;
+    inp.event = None;
+    Ok(())
+}
+
+fn event<R: BufRead>(
+    inp: &mut Input<'_, R>,
+    f: &mut Fields,
+    first: u8,
+    v: &mut dyn Visitor,
+) -> PResult<()> {
+    if first != b'{' {
+        let k = inp.value(2, None)?;
+        return Err(inp.fail(format!(
+            "not a trace: the event is {}, not an object",
+            k.describe()
+        )));
+    }
+    let start = inp.offset();
+    inp.start_capture();
+    inp.pos += 1;
+    let mut kinds = [Kind::Missing; 8];
+    let mut b = inp.ws_expect("a key or '}'")?;
+    if b != b'}' {
+        loop {
+            inp.key(b, &mut f.key)?;
+            let (slot, buf) = match f.key.as_slice() {
+                b"ph" => (0, Some(&mut f.ph)),
+                b"cat" => (1, Some(&mut f.cat)),
+                b"name" => (2, Some(&mut f.name)),
+                b"pid" => (3, Some(&mut f.pid)),
+                b"tid" => (4, Some(&mut f.tid)),
+                b"ts" => (5, Some(&mut f.ts)),
+                b"dur" => (6, Some(&mut f.dur)),
+                b"id" => (7, Some(&mut f.id)),
+                _ => (usize::MAX, None),
+            };
+            let k = inp.value(3, buf)?;
+            if slot != usize::MAX {
+                kinds[slot] = k;
+            }
+            b = inp.ws_expect("',' or '}'")?;
+            match b {
+                b',' => {
+                    inp.pos += 1;
+                    b = inp.after_comma(b'}', "a key")?;
+                }
+                b'}' => break,
+                _ => return Err(inp.fail("expected ',' or '}' in an event")),
+            }
+        }
+    }
+    inp.pos += 1;
+    let [ph, cat, name, pid, tid, ts, dur, id] = kinds;
+    if ph != Kind::Str {
+        return Err(inp.fail_at(start, "not a trace: the event has no string \"ph\""));
+    }
+    f.pid_key.clear();
+    if matches!(pid, Kind::Str | Kind::Num) {
+        f.pid_key.push(tag(pid));
+        f.pid_key.extend_from_slice(&f.pid);
+    }
+    f.thread_key.clear();
+    f.thread_key.extend_from_slice(&f.pid_key);
+    f.thread_key.push(0);
+    if matches!(tid, Kind::Str | Kind::Num) {
+        f.thread_key.push(tag(tid));
+        f.thread_key.extend_from_slice(&f.tid);
+    }
+    let is_flow = matches!(f.ph.as_slice(), b"s" | b"t" | b"f") && id != Kind::Missing;
+    if is_flow {
+        f.flow_key.clear();
+        f.flow_key
+            .extend_from_slice(&(f.cat.len() as u32).to_le_bytes());
+        f.flow_key.extend_from_slice(&f.cat);
+        f.flow_key.push(tag(id));
+        f.flow_key.extend_from_slice(&f.id);
+    }
+    let raw = inp.end_capture();
+    let ev = Event {
+        raw,
+        ph: &f.ph,
+        cat: if cat == Kind::Str {
+            std::str::from_utf8(&f.cat).ok()
+        } else {
+            None
+        },
+        name: if name == Kind::Str { &f.name } else { b"" },
+        pid_key: &f.pid_key,
+        thread_key: &f.thread_key,
+        ts: number(ts, &f.ts),
+        dur: number(dur, &f.dur),
+        flow_key: if is_flow { Some(&f.flow_key) } else { None },
+    };
+    v.event(&ev).map_err(Stop::Fatal)
+}
+
+/// Reads the trace at `path` once, telling `v` about it. Errors name the file and the
+/// offset in the decompressed JSON.
+fn read_trace(
+    path: &Path,
+    v: &mut dyn Visitor,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<u64> {
+    let file =
+        File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file))
+        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+    let mut inp = Input::new(source, progress, MAX_DEPTH);
+    match walk(&mut inp, v) {
+        Ok(()) => Ok(inp.offset()),
+        Err(Stop::Invalid(msg)) => {
+            Err(Error::InvalidArgument(format!("{}: {msg}", path.display())))
+        }
+        Err(Stop::Fatal(Error::Io { context, source })) if context == "cannot read" => {
+            Err(Error::io(format!("cannot read {}", path.display()), source))
+        }
+        Err(Stop::Fatal(e)) => Err(e),
+    }
+}
+
+/// The last non-flow event read on a thread, for binding flow ends.
+struct LastOnThread {
+    thread: Vec<u8>,
+    ts: f64,
+    end: f64,
+    /// Where it went: `None` when dropped, else its part (or, while surveying, its time
+    /// in ns).
+    part: Option<i64>,
+}
+
+/// Binds flow ends to the event they belong to (see the module docs).
+#[derive(Default)]
+struct Binder {
+    last: Option<LastOnThread>,
+}
+
+impl Binder {
+    /// Notes where a non-flow event went.
+    fn saw(&mut self, ev: &Event<'_>, part: Option<i64>) {
+        let Some(ts) = ev.ts else {
+            self.last = None;
+            return;
+        };
+        let end = ts + ev.dur.unwrap_or(0.0).max(0.0);
+        match &mut self.last {
+            Some(l) => {
+                l.thread.clear();
+                l.thread.extend_from_slice(ev.thread_key);
+                l.ts = ts;
+                l.end = end;
+                l.part = part;
+            }
+            None => {
+                self.last = Some(LastOnThread {
+                    thread: ev.thread_key.to_vec(),
+                    ts,
+                    end,
+                    part,
+                })
+            }
+        }
+    }
+
+    /// Where the event a flow end binds to went: `Some(part)` (`None` inside when it was
+    /// dropped), or `None` when the flow end binds to nothing.
+    fn bound(&self, ev: &Event<'_>) -> Option<Option<i64>> {
+        let l = self.last.as_ref()?;
+        let ts = ev.ts?;
+        (l.thread == ev.thread_key && l.ts <= ts && ts <= l.end).then_some(l.part)
+    }
+}
+
+/// Flow ends of one output waiting for their other ends.
+#[derive(Default)]
+struct OpenFlows {
+    map: HashMap<Box<[u8]>, PendingFlow>,
+}
+
+#[derive(Default)]
+struct PendingFlow {
+    events: Vec<Box<[u8]>>,
+    starts: u32,
+    finishes: u32,
+}
+
+impl OpenFlows {
+    /// Adds a flow end; returns the events of the flow once it is complete.
+    fn add(&mut self, key: &[u8], ph: &[u8], raw: &[u8]) -> Option<Vec<Box<[u8]>>> {
+        let p = match self.map.get_mut(key) {
+            Some(p) => p,
+            None => self.map.entry(key.into()).or_default(),
+        };
+        p.events.push(raw.into());
+        match ph {
+            b"s" => p.starts += 1,
+            b"f" => p.finishes += 1,
+            _ => {}
+        }
+        if p.starts > 0 && p.finishes > 0 {
+            self.map.remove(key).map(|p| p.events)
+        } else {
+            None
+        }
+    }
+
+    /// Flow ends left without their other end.
+    fn left(&self) -> u64 {
+        self.map.values().map(|p| p.events.len() as u64).sum()
+    }
+}
+
+/// The processes and threads kept events are on, and the metadata events to choose from.
+#[derive(Default)]
+struct Present {
+    pids: HashSet<Box<[u8]>>,
+    threads: HashSet<Box<[u8]>>,
+    last_thread: Vec<u8>,
+}
+
+impl Present {
+    fn add(&mut self, ev: &Event<'_>) {
+        if self.last_thread == ev.thread_key {
+            return;
+        }
+        self.last_thread.clear();
+        self.last_thread.extend_from_slice(ev.thread_key);
+        if !self.threads.contains(ev.thread_key) {
+            self.threads.insert(ev.thread_key.into());
+        }
+        if !self.pids.contains(ev.pid_key) {
+            self.pids.insert(ev.pid_key.into());
+        }
+    }
+
+    fn wants(&self, m: &Metadata) -> bool {
+        if m.thread_level {
+            self.threads.contains(m.thread_key.as_ref())
+        } else {
+            self.pids.contains(m.pid_key.as_ref())
+        }
+    }
+}
+
+/// A metadata event kept for the end of an output.
+struct Metadata {
+    raw: Box<[u8]>,
+    pid_key: Box<[u8]>,
+    thread_key: Box<[u8]>,
+    thread_level: bool,
+}
+
+impl Metadata {
+    fn of(ev: &Event<'_>) -> Self {
+        Metadata {
+            raw: ev.raw.into(),
+            pid_key: ev.pid_key.into(),
+            thread_key: ev.thread_key.into(),
+            thread_level: ev.is_thread_metadata(),
+        }
+    }
+}
+
+/// Adds `n` bytes to a kept-text total, failing past [`MAX_KEPT_TEXT`].
+fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()> {
+    *total += n;
+    if *total > MAX_KEPT_TEXT {
+        return Err(Error::InvalidArgument(format!(
+            "{}: more than {} MiB of {what}: not a trace this tool can cut",
+            path.display(),
+            MAX_KEPT_TEXT >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// An output trace being written: the top-level object, the `traceEvents` array, and its
+/// separators.
+struct TraceWriter<W: Write> {
+    out: W,
+    events: u64,
+    in_events: bool,
+    members: u64,
+    bytes: u64,
+}
+
+impl<W: Write> TraceWriter<W> {
+    fn new(out: W) -> Self {
+        TraceWriter {
+            out,
+            events: 0,
+            in_events: false,
+            members: 0,
+            bytes: 0,
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.bytes += bytes.len() as u64;
+        self.out.write_all(bytes)
+    }
+
+    /// A top-level member (`"key": value`).
+    fn member(&mut self, raw: &[u8]) -> std::io::Result<()> {
+        self.put(if self.members == 0 { b"{\n" } else { b",\n" })?;
+        self.members += 1;
+        self.put(raw)
+    }
+
+    fn open_events(&mut self) -> std::io::Result<()> {
+        self.member(b"\"traceEvents\": [")?;
+        self.in_events = true;
+        Ok(())
+    }
+
+    fn event(&mut self, raw: &[u8]) -> std::io::Result<()> {
+        debug_assert!(self.in_events);
+        self.put(if self.events == 0 { b"\n" } else { b",\n" })?;
+        self.events += 1;
+        self.put(raw)
+    }
+
+    fn close_events(&mut self) -> std::io::Result<()> {
+        self.in_events = false;
+        self.put(b"\n]")
+    }
+
+    fn end(&mut self) -> std::io::Result<()> {
+        if self.members == 0 {
+            self.put(b"{")?;
+        }
+        self.put(b"\n}\n")
+    }
+}
+
+/// What [`filter`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FilterStats {
+    /// Events in the source (all of `traceEvents`).
+    pub events_read: u64,
+    /// Events written, metadata included.
+    pub events_written: u64,
+    /// Metadata events written.
+    pub metadata_written: u64,
+    /// Flow ends dropped because another end of their flow was not kept.
+    pub flow_events_cut: u64,
+    /// Bytes of JSON read and written (decompressed).
+    pub json_bytes_read: u64,
+    pub json_bytes_written: u64,
+}
+
+struct Filtering<'s, W: Write> {
+    spec: &'s FilterSpec,
+    path: &'s Path,
+    out: TraceWriter<W>,
+    binder: Binder,
+    flows: OpenFlows,
+    present: Present,
+    metadata: Vec<Metadata>,
+    metadata_bytes: usize,
+    header_bytes: usize,
+    /// Top-level members after `traceEvents`, written once the array is closed.
+    trailing: Vec<Box<[u8]>>,
+    events_read: u64,
+    kept: u64,
+}
+
+impl<W: Write> Filtering<'_, W> {
+    fn write(&mut self, raw: &[u8]) -> Result<()> {
+        self.out
+            .event(raw)
+            .map_err(|e| Error::io("cannot write the filtered trace", e))
+    }
+}
+
+impl<W: Write> Visitor for Filtering<'_, W> {
+    fn header(&mut self, raw: &[u8], after_events: bool) -> Result<()> {
+        keep_text(
+            &mut self.header_bytes,
+            raw.len(),
+            "top-level keys",
+            self.path,
+        )?;
+        if after_events {
+            self.trailing.push(raw.into());
+            return Ok(());
+        }
+        self.out
+            .member(raw)
+            .map_err(|e| Error::io("cannot write the filtered trace", e))
+    }
+
+    fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+        if !self.out.in_events && self.events_read == 0 {
+            self.out
+                .open_events()
+                .map_err(|e| Error::io("cannot write the filtered trace", e))?;
+        }
+        self.events_read += 1;
+        if ev.is_metadata() {
+            keep_text(
+                &mut self.metadata_bytes,
+                ev.raw.len(),
+                "metadata events",
+                self.path,
+            )?;
+            self.metadata.push(Metadata::of(ev));
+            return Ok(());
+        }
+        if let Some(key) = ev.flow_key {
+            let kept = match self.binder.bound(ev) {
+                Some(part) => part.is_some(),
+                None => self.spec.keeps_place(ev, None),
+            };
+            if kept {
+                self.present.add(ev);
+                if let Some(all) = self.flows.add(key, ev.ph, ev.raw) {
+                    for raw in all {
+                        self.kept += 1;
+                        self.write(&raw)?;
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let kept = self.spec.keeps(ev);
+        self.binder.saw(ev, kept.then_some(0));
+        if kept {
+            self.present.add(ev);
+            self.kept += 1;
+            self.write(ev.raw)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes to `dst` the trace at `src` with only the events `spec` keeps (see the module
+/// docs for what a kept trace contains). The output is atomic ([`crate::sink`]); it is an
+/// error, and nothing is written, when no event is kept.
+pub fn filter(
+    src: &Path,
+    dst: &Path,
+    spec: &FilterSpec,
+    encoding: Encoding,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<FilterStats> {
+    spec.validate()?;
+    let sink = Sink::create(dst, encoding)?;
+    let mut state = Filtering {
+        spec,
+        path: src,
+        out: TraceWriter::new(SinkWrite(sink)),
+        binder: Binder::default(),
+        flows: OpenFlows::default(),
+        present: Present::default(),
+        metadata: Vec::new(),
+        metadata_bytes: 0,
+        header_bytes: 0,
+        trailing: Vec::new(),
+        events_read: 0,
+        kept: 0,
+    };
+    let json_bytes_read = read_trace(src, &mut state, progress)?;
+    if state.kept == 0 {
+        let what = if spec.is_everything() {
+            "the trace has no events to keep".to_string()
+        } else {
+            format!("the filter selects no events ({spec:?})")
+        };
+        return Err(Error::InvalidArgument(format!("{}: {what}", src.display())));
+    }
+    let mut metadata_written = 0;
+    let wio = |e| Error::io("cannot write the filtered trace", e);
+    if !state.out.in_events {
+        state.out.open_events().map_err(wio)?;
+    }
+    for m in std::mem::take(&mut state.metadata) {
+        if state.present.wants(&m) {
+            metadata_written += 1;
+            state.out.event(&m.raw).map_err(wio)?;
+        }
+    }
+    state.out.close_events().map_err(wio)?;
+    for raw in std::mem::take(&mut state.trailing) {
+        state.out.member(&raw).map_err(wio)?;
+    }
+    state.out.end().map_err(wio)?;
+    let events_written = state.out.events;
+    let json_bytes_written = state.out.bytes;
+    let flow_events_cut = state.flows.left();
+    state.out.out.0.finish()?;
+    Ok(FilterStats {
+        events_read: state.events_read,
+        events_written,
+        metadata_written,
+        flow_events_cut,
+        json_bytes_read,
+        json_bytes_written,
+    })
+}
+
+/// A [`Sink`] as an `io::Write`.
+struct SinkWrite(Sink);
+
+impl Write for SinkWrite {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write_all(buf).map_err(Error::into_io)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Bytes of events over time, in cells of `1 << shift` ns.
+#[derive(Default)]
+struct Histogram {
+    cells: HashMap<i64, u64>,
+    shift: u32,
+}
+
+impl Histogram {
+    fn add(&mut self, ts_ns: i64, bytes: u64) {
+        *self.cells.entry(ts_ns >> self.shift).or_default() += bytes;
+        while self.cells.len() > MAX_CELLS {
+            self.shift += 1;
+            let mut merged = HashMap::with_capacity(self.cells.len());
+            for (cell, n) in self.cells.drain() {
+                *merged.entry(cell >> 1).or_default() += n;
+            }
+            self.cells = merged;
+        }
+    }
+}
+
+/// An event's time in integer ns (what the windows are cut on).
+fn ts_ns(ts: f64) -> i64 {
+    (ts * 1000.0).round() as i64
+}
+
+/// The first pass of a split.
+struct Survey<'s> {
+    path: &'s Path,
+    before: Vec<Box<[u8]>>,
+    after: Vec<Box<[u8]>>,
+    header_bytes: usize,
+    metadata: Vec<Metadata>,
+    metadata_bytes: usize,
+    histogram: Histogram,
+    /// Bytes of events without a `ts` (they go to the first part).
+    untimed_bytes: u64,
+    binder: Binder,
+    events: u64,
+}
+
+impl Visitor for Survey<'_> {
+    fn header(&mut self, raw: &[u8], after_events: bool) -> Result<()> {
+        keep_text(
+            &mut self.header_bytes,
+            raw.len(),
+            "top-level keys",
+            self.path,
+        )?;
+        if after_events {
+            self.after.push(raw.into());
+        } else {
+            self.before.push(raw.into());
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+        self.events += 1;
+        if ev.is_metadata() {
+            keep_text(
+                &mut self.metadata_bytes,
+                ev.raw.len() + 2,
+                "metadata events",
+                self.path,
+            )?;
+            self.metadata.push(Metadata::of(ev));
+            return Ok(());
+        }
+        let at = if ev.is_flow() {
+            match self.binder.bound(ev) {
+                Some(at) => at,
+                None => ev.ts.map(ts_ns),
+            }
+        } else {
+            let at = ev.ts.map(ts_ns);
+            self.binder.saw(ev, at);
+            at
+        };
+        let bytes = ev.raw.len() as u64 + 2;
+        match at {
+            Some(at) => self.histogram.add(at, bytes),
+            None => self.untimed_bytes += bytes,
+        }
+        Ok(())
+    }
+}
+
+/// One part of a split, as planned and then as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartStats {
+    /// Where it is (its final name).
+    pub path: PathBuf,
+    /// Its window [start, end) in µs.
+    pub start_us: f64,
+    pub end_us: f64,
+    /// Events written, metadata included.
+    pub events: u64,
+    /// Bytes of JSON.
+    pub json_bytes: u64,
+}
+
+/// What [`split`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SplitStats {
+    pub parts: Vec<PartStats>,
+    /// Events in the source (all of `traceEvents`).
+    pub events_read: u64,
+    /// Flow ends dropped because their flow crosses a window edge.
+    pub flow_events_cut: u64,
+    /// Bytes of JSON read (decompressed, one pass).
+    pub json_bytes_read: u64,
+    /// Parts over the size asked for (when more than that falls in one histogram cell).
+    pub oversized_parts: u64,
+}
+
+/// The second pass of a split.
+struct Parting<'s> {
+    plan: &'s Plan,
+    outs: Vec<PartOut>,
+    binder: Binder,
+}
+
+struct PartOut {
+    w: TraceWriter<BufWriter<File>>,
+    flows: OpenFlows,
+    present: Present,
+    temp: PathBuf,
+}
+
+/// Where the windows are.
+struct Plan {
+    shift: u32,
+    /// The first cell of each part.
+    firsts: Vec<i64>,
+    /// One past the last cell of the last part.
+    end_cell: i64,
+}
+
+impl Plan {
+    fn part_of(&self, ts: Option<f64>) -> usize {
+        match ts {
+            None => 0,
+            Some(ts) => {
+                let cell = ts_ns(ts) >> self.shift;
+                self.firsts
+                    .partition_point(|&f| f <= cell)
+                    .saturating_sub(1)
+            }
+        }
+    }
+
+    fn window_us(&self, part: usize) -> (f64, f64) {
+        let start = self.firsts[part];
+        let end = self.firsts.get(part + 1).copied().unwrap_or(self.end_cell);
+        let us = |cell: i64| ((cell as i128) << self.shift) as f64 / 1000.0;
+        (us(start), us(end))
+    }
+}
+
+impl Visitor for Parting<'_> {
+    fn header(&mut self, _raw: &[u8], _after_events: bool) -> Result<()> {
+        Ok(())
+    }
+
+    fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+        if ev.is_metadata() {
+            return Ok(());
+        }
+        if let Some(key) = ev.flow_key {
+            let part = match self.binder.bound(ev) {
+                Some(Some(p)) => p as usize,
+                _ => self.plan.part_of(ev.ts),
+            };
+            let out = &mut self.outs[part];
+            out.present.add(ev);
+            if let Some(all) = out.flows.add(key, ev.ph, ev.raw) {
+                for raw in all {
+                    out.w.event(&raw).map_err(|e| part_error(out, e))?;
+                }
+            }
+            return Ok(());
+        }
+        let part = self.plan.part_of(ev.ts);
+        self.binder.saw(ev, Some(part as i64));
+        let out = &mut self.outs[part];
+        out.present.add(ev);
+        out.w.event(ev.raw).map_err(|e| part_error(out, e))
+    }
+}
+
+fn part_error(out: &PartOut, e: std::io::Error) -> Error {
+    Error::io(format!("cannot write {}", out.temp.display()), e)
+}
+
+/// Files of a split not yet in place: removed on drop unless committed.
+#[derive(Default)]
+struct Temps {
+    paths: Vec<PathBuf>,
+    committed: bool,
+}
+
+impl Drop for Temps {
+    fn drop(&mut self) {
+        if !self.committed {
+            for p in &self.paths {
+                let _ = fs::remove_file(p);
+            }
+        }
+    }
+}
+
+/// `name` without a trace suffix (`.json.gz`, `.json`, `.gz`).
+fn stem(name: &str) -> &str {
+    for suffix in [".json.gz", ".json", ".gz"] {
+        if let Some(s) = name.strip_suffix(suffix) {
+            if !s.is_empty() {
+                return s;
+            }
+        }
+    }
+    name
+}
+
+/// How a split is done.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplitOptions {
+    /// Most bytes of JSON per part.
+    pub max_bytes: u64,
+    /// Where the parts go (the source's directory when `None`).
+    pub out_dir: Option<PathBuf>,
+    /// Gzip output (level, threads), or plain JSON; `None`: like the source.
+    pub gzip: Option<Option<(u32, usize)>>,
+    /// Level and threads for gzip output when `gzip` is `None` and the source is gzip.
+    pub default_gzip: (u32, usize),
+    /// The stem of the part names (default: the source's name without its suffix).
+    pub stem: Option<String>,
+}
+
+/// Splits the trace at `src` into parts by time window, each at most `max_bytes` of JSON
+/// (see the module docs). Reads the input twice; the parts appear all together at the end,
+/// or none of them.
+pub fn split(
+    src: &Path,
+    options: &SplitOptions,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<SplitStats> {
+    if options.max_bytes == 0 {
+        return Err(Error::InvalidArgument(
+            "the part size must be more than 0".into(),
+        ));
+    }
+    let name = src
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace".into());
+    let stem = options
+        .stem
+        .clone()
+        .unwrap_or_else(|| stem(&name).to_string());
+    let dir = match &options.out_dir {
+        Some(d) => d.clone(),
+        None => src
+            .parent()
+            .map(Path::to_path_buf)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| PathBuf::from(".")),
+    };
+    let src_is_gzip = {
+        let mut head = [0u8; 2];
+        let mut f =
+            File::open(src).map_err(|e| Error::io(format!("cannot open {}", src.display()), e))?;
+        let n = std::io::Read::read(&mut f, &mut head)
+            .map_err(|e| Error::io(format!("cannot read {}", src.display()), e))?;
+        n >= 1 && head[0] == crate::members::GZIP_MAGIC[0]
+    };
+    let gzip = match options.gzip {
+        Some(g) => g,
+        None => src_is_gzip.then_some(options.default_gzip),
+    };
+    if let Some((level, threads)) = gzip {
+        Encoding::Gzip { level, threads }.validate()?;
+    }
+
+    // Pass 1: header, metadata, histogram.
+    let mut survey = Survey {
+        path: src,
+        before: Vec::new(),
+        after: Vec::new(),
+        header_bytes: 0,
+        metadata: Vec::new(),
+        metadata_bytes: 0,
+        histogram: Histogram::default(),
+        untimed_bytes: 0,
+        binder: Binder::default(),
+        events: 0,
+    };
+    let json_bytes_read = read_trace(src, &mut survey, progress)?;
+    if survey.histogram.cells.is_empty() && survey.untimed_bytes == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{}: the trace has no events to split",
+            src.display()
+        )));
+    }
+    let overhead = (survey.header_bytes
+        + survey.metadata_bytes
+        + 2 * survey.before.len()
+        + 2 * survey.after.len()
+        + 512
+        + stem.len() * 2) as u64;
+    if overhead >= options.max_bytes {
+        return Err(Error::InvalidArgument(format!(
+            "{}: a part of at most {} bytes cannot hold the trace's top-level keys and \
+             metadata events ({overhead} bytes): choose a larger size",
+            src.display(),
+            options.max_bytes
+        )));
+    }
+    let budget = options.max_bytes - overhead;
+    let mut cells: Vec<(i64, u64)> = survey.histogram.cells.drain().collect();
+    cells.sort_unstable();
+    let mut firsts = Vec::new();
+    let mut sizes = Vec::new();
+    let mut acc = survey.untimed_bytes;
+    for (i, &(cell, bytes)) in cells.iter().enumerate() {
+        if i == 0 {
+            firsts.push(cell);
+        } else if acc > 0 && acc + bytes > budget {
+            firsts.push(cell);
+            sizes.push(acc);
+            acc = 0;
+        }
+        acc += bytes;
+    }
+    sizes.push(acc);
+    if firsts.is_empty() {
+        firsts.push(0);
+    }
+    if firsts.len() > MAX_PARTS {
+        return Err(Error::InvalidArgument(format!(
+            "{}: {} MB of JSON in parts of at most {:.3} MB makes more than {MAX_PARTS} parts: \
+             choose a larger size",
+            src.display(),
+            json_bytes_read / 1_000_000,
+            options.max_bytes as f64 / 1e6,
+        )));
+    }
+    let plan = Plan {
+        shift: survey.histogram.shift,
+        end_cell: cells.last().map_or(1, |c| c.0 + 1),
+        firsts,
+    };
+    let count = plan.firsts.len();
+
+    // Pass 2: every event into its part's temporary file.
+    let ext = if gzip.is_some() { "json.gz" } else { "json" };
+    let finals: Vec<PathBuf> = (1..=count)
+        .map(|i| dir.join(format!("{stem}.part-{i:03}-of-{count:03}.{ext}")))
+        .collect();
+    let mut temps = Temps::default();
+    let mut outs = Vec::with_capacity(count);
+    let pid = std::process::id();
+    for (i, fin) in finals.iter().enumerate() {
+        let file_name = fin.file_name().expect("a file name").to_string_lossy();
+        let temp = dir.join(format!(".{file_name}.{pid}.kinetrace-part.json"));
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .map_err(|e| Error::io(format!("cannot create {}", temp.display()), e))?;
+        temps.paths.push(temp.clone());
+        let mut out = PartOut {
+            w: TraceWriter::new(BufWriter::with_capacity(PART_BUFFER, file)),
+            flows: OpenFlows::default(),
+            present: Present::default(),
+            temp,
+        };
+        let (start, end) = plan.window_us(i);
+        let mut head = Vec::new();
+        head.extend_from_slice(b"\"kinetrace_part\": {\"index\": ");
+        crate::render::push_int(&mut head, i + 1);
+        head.extend_from_slice(b", \"count\": ");
+        crate::render::push_int(&mut head, count);
+        head.extend_from_slice(b", \"start_us\": ");
+        crate::render::push_micros(&mut head, (plan.firsts[i] as i128) << plan.shift);
+        head.extend_from_slice(b", \"end_us\": ");
+        let end_cell = plan.firsts.get(i + 1).copied().unwrap_or(plan.end_cell);
+        crate::render::push_micros(&mut head, (end_cell as i128) << plan.shift);
+        head.extend_from_slice(b", \"source\": ");
+        crate::render::push_json_string(&mut head, name.as_bytes());
+        head.push(b'}');
+        debug_assert!(start < end || count == 1);
+        let werr = |out: &PartOut, e| part_error(out, e);
+        out.w.member(&head).map_err(|e| werr(&out, e))?;
+        for raw in &survey.before {
+            out.w.member(raw).map_err(|e| werr(&out, e))?;
+        }
+        out.w.open_events().map_err(|e| werr(&out, e))?;
+        outs.push(out);
+    }
+    let mut parting = Parting {
+        plan: &plan,
+        outs,
+        binder: Binder::default(),
+    };
+    read_trace(src, &mut parting, progress)?;
+
+    let mut stats = SplitStats {
+        events_read: survey.events,
+        json_bytes_read,
+        ..SplitStats::default()
+    };
+    let mut plain_temps = Vec::new();
+    for (i, mut out) in parting.outs.into_iter().enumerate() {
+        stats.flow_events_cut += out.flows.left();
+        let werr = |out: &PartOut, e| part_error(out, e);
+        for m in &survey.metadata {
+            if out.present.wants(m) {
+                out.w.event(&m.raw).map_err(|e| werr(&out, e))?;
+            }
+        }
+        out.w.close_events().map_err(|e| werr(&out, e))?;
+        for raw in &survey.after {
+            out.w.member(raw).map_err(|e| werr(&out, e))?;
+        }
+        out.w.end().map_err(|e| werr(&out, e))?;
+        out.w.out.flush().map_err(|e| werr(&out, e))?;
+        let (start_us, end_us) = plan.window_us(i);
+        if out.w.bytes > options.max_bytes {
+            stats.oversized_parts += 1;
+        }
+        stats.parts.push(PartStats {
+            path: finals[i].clone(),
+            start_us,
+            end_us,
+            events: out.w.events,
+            json_bytes: out.w.bytes,
+        });
+        plain_temps.push(out.temp);
+    }
+
+    // Gzip: each part through the parallel encoder, into a second temporary file.
+    let ready: Vec<PathBuf> = match gzip {
+        None => plain_temps,
+        Some((level, threads)) => {
+            let mut ready = Vec::with_capacity(count);
+            for plain in &plain_temps {
+                let gz = plain.with_extension("json.gz");
+                temps.paths.push(gz.clone());
+                let mut sink = Sink::create(&gz, Encoding::Gzip { level, threads })?;
+                let mut file = File::open(plain)
+                    .map_err(|e| Error::io(format!("cannot open {}", plain.display()), e))?;
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let n = std::io::Read::read(&mut file, &mut buf)
+                        .map_err(|e| Error::io(format!("cannot read {}", plain.display()), e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    sink.write_all(&buf[..n])?;
+                }
+                sink.finish()?;
+                let _ = fs::remove_file(plain);
+                progress(json_bytes_read)?;
+                ready.push(gz);
+            }
+            ready
+        }
+    };
+    for (i, (from, to)) in ready.iter().zip(&finals).enumerate() {
+        if let Err(e) = fs::rename(from, to) {
+            // All or nothing: take back the parts already moved.
+            for done in &finals[..i] {
+                let _ = fs::remove_file(done);
+            }
+            return Err(Error::io(format!("cannot create {}", to.display()), e));
+        }
+    }
+    temps.committed = true;
+    Ok(stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::scratch;
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+    use std::io::Read;
+
+    fn no_progress() -> impl FnMut(u64) -> Result<()> {
+        |_| Ok(())
+    }
+
+    /// A GPU-shaped trace: CPU ops with launches on pid 10, kernels on pid 0 (streams 7 and
+    /// 8), ac2g flows from launch to kernel written kernels-last (as Kineto's activity order
+    /// does), fwdbwd flows, an instant, M events first, keys before and after the events.
+    /// One event per line; returns the text and the event lines.
+    fn gpu_trace(steps: usize) -> (String, Vec<String>) {
+        let mut ev = Vec::new();
+        let mut meta = vec![
+            r#"{"ph":"M","name":"process_name","ts":0.000,"pid":10,"tid":0,"args":{"name":"python"}}"#.to_string(),
+            r#"{"ph":"M","name":"process_name","ts":0.000,"pid":0,"tid":0,"args":{"name":"GPU 0"}}"#.into(),
+            r#"{"ph":"M","name":"process_sort_index","ts":0.000,"pid":0,"tid":0,"args":{"sort_index":5000000}}"#.into(),
+            r#"{"ph":"M","name":"thread_name","ts":0.000,"pid":10,"tid":10,"args":{"name":"thread 10"}}"#.into(),
+            r#"{"ph":"M","name":"thread_name","ts":0.000,"pid":0,"tid":7,"args":{"name":"stream 7 "}}"#.into(),
+            r#"{"ph":"M","name":"thread_name","ts":0.000,"pid":0,"tid":8,"args":{"name":"stream 8 "}}"#.into(),
+            r#"{"ph":"M","name":"thread_name","ts":0.000,"pid":99,"tid":1,"args":{"name":"idle"}}"#.into(),
+        ];
+        let mut kernels = Vec::new();
+        for i in 0..steps {
+            let t = 1000 + i as u64 * 50;
+            ev.push(format!(
+                r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm \"q\" é","pid":10,"tid":10,"ts":{t}.250,"dur":30.000,"args":{{"External id": {i}}}}}"#
+            ));
+            if i % 3 == 0 {
+                ev.push(format!(
+                    r#"{{"ph":"s","id":{i},"pid":10,"tid":10,"ts":{t}.250,"cat":"fwdbwd","name":"fwdbwd"}}"#
+                ));
+                ev.push(format!(
+                    r#"{{"ph":"X","cat":"cpu_op","name":"backward","pid":10,"tid":10,"ts":{}.250,"dur":1.000}}"#,
+                    t + 40
+                ));
+                ev.push(format!(
+                    r#"{{"ph":"f","id":{i},"pid":10,"tid":10,"ts":{}.250,"cat":"fwdbwd","name":"fwdbwd","bp":"e"}}"#,
+                    t + 40
+                ));
+            }
+            ev.push(format!(
+                r#"{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":10,"tid":10,"ts":{}.000,"dur":5.000,"args":{{"correlation": {i}}}}}"#,
+                t + 10
+            ));
+            ev.push(format!(
+                r#"{{"ph":"s","id":{},"pid":10,"tid":10,"ts":{}.000,"cat":"ac2g","name":"ac2g"}}"#,
+                100000 + i,
+                t + 10
+            ));
+            let stream = 7 + i % 2;
+            kernels.push(format!(
+                r#"{{"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":{stream},"ts":{}.500,"dur":20.000,"args":{{"External id": {i}}}}}"#,
+                t + 30
+            ));
+            kernels.push(format!(
+                r#"{{"ph":"f","id":{},"pid":0,"tid":{stream},"ts":{}.500,"cat":"ac2g","name":"ac2g","bp":"e"}}"#,
+                100000 + i,
+                t + 30
+            ));
+            if i % 10 == 0 {
+                ev.push(format!(
+                    r#"{{"ph":"i","s":"t","cat":"cpu_instant_event","name":"[memory]","pid":10,"tid":10,"ts":{t}.900}}"#
+                ));
+            }
+        }
+        ev.extend(kernels);
+        ev.push(
+            r#"{"ph":"i","s":"g","name":"Record Window End","pid":"","tid":"","ts":999999.000}"#
+                .into(),
+        );
+        let mut all = meta.clone();
+        all.append(&mut ev);
+        meta.clear();
+        let text = format!(
+            "{{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [{{\"id\": 0, \"name\": \"H100\"}}],\n  \"baseTimeNanoseconds\": 1790857026000000000,\n  \"traceEvents\": [\n{}\n],\n  \"traceName\": \"C:\\\\dir\\\\t.json\"\n}}\n",
+            all.join(",\n")
+        );
+        (text, all)
+    }
+
+    fn parse(path: &Path) -> (Value, Vec<u8>) {
+        let data = fs::read(path).unwrap();
+        let text = if data.starts_with(&[0x1f, 0x8b]) {
+            let mut d = flate2::read::GzDecoder::new(&data[..]);
+            let mut out = Vec::new();
+            d.read_to_end(&mut out).unwrap();
+            out
+        } else {
+            data
+        };
+        (serde_json::from_slice(&text).unwrap(), text)
+    }
+
+    fn key(v: &Value) -> String {
+        serde_json::to_string(v).unwrap()
+    }
+
+    fn counts<'a>(it: impl Iterator<Item = &'a Value>) -> BTreeMap<String, i64> {
+        let mut m = BTreeMap::new();
+        for v in it {
+            *m.entry(key(v)).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// Every (cat, id) flow in `events` has both ends.
+    fn flows_paired(events: &[Value]) {
+        let mut open: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        for e in events {
+            let ph = e["ph"].as_str().unwrap();
+            if ph == "s" || ph == "f" {
+                let k = format!("{}/{}", e["cat"], e["id"]);
+                let entry = open.entry(k).or_default();
+                if ph == "s" {
+                    entry.0 += 1
+                } else {
+                    entry.1 += 1
+                }
+            }
+        }
+        for (k, (s, f)) in open {
+            assert_eq!(s, f, "flow {k}");
+        }
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn options(max_bytes: u64) -> SplitOptions {
+        SplitOptions {
+            max_bytes,
+            out_dir: None,
+            gzip: None,
+            default_gzip: (6, 2),
+            stem: None,
+        }
+    }
+
+    #[test]
+    fn split_parts_cover_the_source() {
+        let dir = scratch("split");
+        let (text, lines) = gpu_trace(3000);
+        assert!(text.len() > 3 * BUF_SIZE, "events must cross buffer ends");
+        for gz in [false, true] {
+            let src = dir.join(if gz { "t.json.gz" } else { "t.json" });
+            if gz {
+                // Two members.
+                let cut = text.len() / 2;
+                let mut blob = Vec::new();
+                for piece in [&text.as_bytes()[..cut], &text.as_bytes()[cut..]] {
+                    let mut e =
+                        flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
+                    e.write_all(piece).unwrap();
+                    blob.extend(e.finish().unwrap());
+                }
+                fs::write(&src, blob).unwrap();
+            } else {
+                fs::write(&src, &text).unwrap();
+            }
+            let max = 150_000u64;
+            let stats = split(&src, &options(max), &mut no_progress()).unwrap();
+            let n = stats.parts.len();
+            assert!(n >= text.len() / max as usize, "{n} parts");
+            assert_eq!(stats.events_read, lines.len() as u64);
+            assert_eq!(stats.oversized_parts, 0);
+            let source: Value = serde_json::from_str(&text).unwrap();
+            let src_events = source["traceEvents"].as_array().unwrap();
+            let mut union = Vec::new();
+            let mut prev_end = f64::NEG_INFINITY;
+            for (i, p) in stats.parts.iter().enumerate() {
+                let ext = if gz { "json.gz" } else { "json" };
+                assert_eq!(
+                    p.path.file_name().unwrap().to_string_lossy(),
+                    format!("t.part-{:03}-of-{n:03}.{ext}", i + 1)
+                );
+                let (v, raw) = parse(&p.path);
+                assert!(raw.len() as u64 <= max, "part {i}: {} bytes", raw.len());
+                assert_eq!(raw.len() as u64, p.json_bytes);
+                // Every top-level key, in order, after kinetrace_part.
+                let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+                assert!(keys.contains(&"kinetrace_part".to_string()));
+                for k in [
+                    "schemaVersion",
+                    "deviceProperties",
+                    "baseTimeNanoseconds",
+                    "traceName",
+                ] {
+                    assert_eq!(v[k], source[k], "{k}");
+                }
+                let part = &v["kinetrace_part"];
+                assert_eq!(part["index"], i + 1);
+                assert_eq!(part["count"], n);
+                let (s, end) = (
+                    part["start_us"].as_f64().unwrap(),
+                    part["end_us"].as_f64().unwrap(),
+                );
+                assert!(s < end && s >= prev_end, "{s} {end} {prev_end}");
+                prev_end = end;
+                let events = v["traceEvents"].as_array().unwrap();
+                flows_paired(events);
+                // Metadata for exactly the processes and threads present.
+                let mut pids = HashSet::new();
+                let mut threads = HashSet::new();
+                for e in events.iter().filter(|e| e["ph"] != "M") {
+                    pids.insert(key(&e["pid"]));
+                    threads.insert((key(&e["pid"]), key(&e["tid"])));
+                    let ts = e["ts"].as_f64().unwrap();
+                    if e["ph"] == "X" {
+                        assert!(ts >= s && ts < end, "{ts} outside {s}..{end}");
+                    }
+                }
+                for m in events.iter().filter(|e| e["ph"] == "M") {
+                    let name = m["name"].as_str().unwrap();
+                    if name.starts_with("thread_") {
+                        assert!(threads.contains(&(key(&m["pid"]), key(&m["tid"]))));
+                    } else {
+                        assert!(pids.contains(&key(&m["pid"])));
+                    }
+                }
+                let want_threads = src_events
+                    .iter()
+                    .filter(|m| m["ph"] == "M" && m["name"] == "thread_name")
+                    .filter(|m| threads.contains(&(key(&m["pid"]), key(&m["tid"]))))
+                    .count();
+                let got_threads = events
+                    .iter()
+                    .filter(|m| m["ph"] == "M" && m["name"] == "thread_name")
+                    .count();
+                assert_eq!(want_threads, got_threads);
+                // Kept events are the source's text.
+                let text_events: Vec<&str> = std::str::from_utf8(&raw)
+                    .unwrap()
+                    .lines()
+                    .filter(|l| l.starts_with("{\"ph\""))
+                    .map(|l| l.trim_end_matches(','))
+                    .collect();
+                for t in text_events {
+                    assert!(lines.iter().any(|l| l == t) || t.is_empty(), "{t}");
+                }
+                union.extend(events.iter().filter(|e| e["ph"] != "M").cloned());
+            }
+            // Union of parts == the source's events, less the flows cut at an edge.
+            let mut want = counts(src_events.iter().filter(|e| e["ph"] != "M"));
+            let got = counts(union.iter());
+            let mut cut = 0;
+            for (k, n) in &got {
+                let w = want.get_mut(k).unwrap_or_else(|| panic!("extra {k}"));
+                assert!(*w >= *n);
+                *w -= n;
+            }
+            for (k, n) in &want {
+                if *n > 0 {
+                    assert!(
+                        k.contains("\"ph\":\"s\"") || k.contains("\"ph\":\"f\""),
+                        "lost {k}"
+                    );
+                    cut += n;
+                }
+            }
+            assert_eq!(cut as u64, stats.flow_events_cut);
+            assert!(cut > 0, "some flows should straddle an edge");
+            for p in &stats.parts {
+                fs::remove_file(&p.path).unwrap();
+            }
+            assert_eq!(
+                entries(&dir),
+                vec![src.file_name().unwrap().to_string_lossy()]
+            );
+            fs::remove_file(&src).unwrap();
+        }
+    }
+
+    #[test]
+    fn one_part_is_the_whole_trace() {
+        let dir = scratch("split-one");
+        let (text, _) = gpu_trace(50);
+        let src = dir.join("t.json");
+        fs::write(&src, &text).unwrap();
+        let mut o = options(1 << 30);
+        o.out_dir = Some(dir.join("out"));
+        fs::create_dir(dir.join("out")).unwrap();
+        let stats = split(&src, &o, &mut no_progress()).unwrap();
+        assert_eq!(stats.parts.len(), 1);
+        assert_eq!(stats.flow_events_cut, 0);
+        let (v, _) = parse(&stats.parts[0].path);
+        let source: Value = serde_json::from_str(&text).unwrap();
+        let mut src_events = source["traceEvents"].as_array().unwrap().clone();
+        // pid 99's thread name has no events: left out.
+        src_events.retain(|e| e["pid"] != 99);
+        assert_eq!(
+            counts(v["traceEvents"].as_array().unwrap().iter()),
+            counts(src_events.iter())
+        );
+    }
+
+    #[test]
+    fn filter_keeps_what_matches() {
+        let dir = scratch("filter");
+        let (text, lines) = gpu_trace(400);
+        let src = dir.join("t.json");
+        fs::write(&src, &text).unwrap();
+        let source: Value = serde_json::from_str(&text).unwrap();
+        let src_events = source["traceEvents"].as_array().unwrap();
+        let dst = dir.join("f.json");
+        let run = |spec: &FilterSpec| -> (FilterStats, Vec<Value>) {
+            let stats = filter(&src, &dst, spec, Encoding::Plain, &mut no_progress()).unwrap();
+            let (v, raw) = parse(&dst);
+            assert_eq!(raw.len() as u64, stats.json_bytes_written);
+            for k in [
+                "schemaVersion",
+                "deviceProperties",
+                "baseTimeNanoseconds",
+                "traceName",
+            ] {
+                assert_eq!(v[k], source[k], "{k}");
+            }
+            for l in std::str::from_utf8(&raw).unwrap().lines() {
+                let l = l.trim_end_matches(',');
+                if l.starts_with("{\"ph\"") {
+                    assert!(lines.iter().any(|x| x == l), "{l}");
+                }
+            }
+            let events = v["traceEvents"].as_array().unwrap().clone();
+            flows_paired(&events);
+            assert_eq!(stats.events_written, events.len() as u64);
+            (stats, events)
+        };
+        // Everything (but the idle thread's metadata).
+        let (stats, events) = run(&FilterSpec::default());
+        assert_eq!(stats.events_read, src_events.len() as u64);
+        assert_eq!(events.len(), src_events.len() - 1);
+        assert_eq!(stats.flow_events_cut, 0);
+        // No kernels: no ac2g flows, no GPU metadata.
+        let spec = FilterSpec {
+            exclude_cats: vec!["kernel".into()],
+            ..FilterSpec::default()
+        };
+        let (stats, events) = run(&spec);
+        assert!(events
+            .iter()
+            .all(|e| e["cat"] != "kernel" && e["cat"] != "ac2g"));
+        assert!(events.iter().all(|e| e["pid"] != 0));
+        assert!(events.iter().any(|e| e["cat"] == "fwdbwd"));
+        assert_eq!(stats.flow_events_cut, 400);
+        // Only kernels: the flows go too (their CPU ends are gone), GPU metadata stays.
+        let spec = FilterSpec {
+            include_cats: vec!["kernel".into()],
+            ..FilterSpec::default()
+        };
+        let (_, events) = run(&spec);
+        assert_eq!(events.iter().filter(|e| e["cat"] == "kernel").count(), 400);
+        assert!(events
+            .iter()
+            .all(|e| e["ph"] == "M" || e["cat"] == "kernel" || e["name"] == "Record Window End"));
+        assert!(events
+            .iter()
+            .any(|e| e["name"] == "thread_name" && e["tid"] == 8));
+        assert!(!events
+            .iter()
+            .any(|e| e["name"] == "thread_name" && e["tid"] == 10));
+        // A window, a pid and a duration.
+        let spec = FilterSpec {
+            window_us: Some((2000.0, 3000.0)),
+            pids: vec!["10".into()],
+            min_dur_us: Some(2.0),
+            ..FilterSpec::default()
+        };
+        let (_, events) = run(&spec);
+        for e in events.iter().filter(|e| e["ph"] == "X") {
+            let ts = e["ts"].as_f64().unwrap();
+            let end = ts + e["dur"].as_f64().unwrap();
+            assert!(end > 2000.0 && ts < 3000.0 && e["pid"] == 10);
+            assert!(e["dur"].as_f64().unwrap() >= 2.0);
+        }
+        // The backward ops are too short: their fwdbwd flows go with them.
+        assert!(!events
+            .iter()
+            .any(|e| e["name"] == "backward" || e["cat"] == "fwdbwd"));
+        // The kernels are on pid 0: their launch flows go too.
+        assert!(!events.iter().any(|e| e["cat"] == "ac2g"));
+        assert!(events.iter().any(|e| e["name"] == "cudaLaunchKernel"));
+        // Gzip output, then nothing selected: an error, and the old output stays.
+        filter(
+            &src,
+            &dst,
+            &FilterSpec::default(),
+            Encoding::Gzip {
+                level: 1,
+                threads: 2,
+            },
+            &mut no_progress(),
+        )
+        .unwrap();
+        let before = fs::read(&dst).unwrap();
+        let spec = FilterSpec {
+            window_us: Some((1e12, 2e12)),
+            ..FilterSpec::default()
+        };
+        let err = filter(&src, &dst, &spec, Encoding::Plain, &mut no_progress()).unwrap_err();
+        assert!(err.to_string().contains("selects no events"), "{err}");
+        assert_eq!(fs::read(&dst).unwrap(), before);
+        assert_eq!(entries(&dir), vec!["f.json", "t.json"]);
+    }
+
+    #[test]
+    fn bad_input_is_a_clear_error_and_leaves_nothing() {
+        let dir = scratch("split-bad");
+        let (text, _) = gpu_trace(2000);
+        let out = dir.join("out");
+        fs::create_dir(&out).unwrap();
+        let mut o = options(100_000);
+        o.out_dir = Some(out.clone());
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            (
+                "trunc.json",
+                text.as_bytes()[..text.len() / 2].to_vec(),
+                "end of file",
+            ),
+            (
+                "nan.json",
+                text.replacen("\"dur\":30.000", "\"dur\":NaN", 1)
+                    .into_bytes(),
+                "NaN is not valid JSON",
+            ),
+            ("array.json", b"[{\"ph\":\"X\"}]".to_vec(), "not a trace"),
+            (
+                "noevents.json",
+                b"{\"a\": 1}".to_vec(),
+                "no \"traceEvents\"",
+            ),
+            ("empty.json", Vec::new(), "empty file"),
+            (
+                "trunc.json.gz",
+                {
+                    let mut e =
+                        flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
+                    e.write_all(text.as_bytes()).unwrap();
+                    let b = e.finish().unwrap();
+                    b[..b.len() / 2].to_vec()
+                },
+                "corrupt gzip data",
+            ),
+        ];
+        for (name, data, want) in cases {
+            let src = dir.join(name);
+            fs::write(&src, &data).unwrap();
+            let err = split(&src, &o, &mut no_progress()).unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains(name) && msg.contains(want), "{name}: {msg}");
+            assert!(matches!(err, Error::InvalidArgument(_)), "{name}: {err:?}");
+            if name != "empty.json" {
+                assert!(msg.contains("offset "), "{msg}");
+            }
+            let err = filter(
+                &src,
+                &out.join("f.json"),
+                &FilterSpec::default(),
+                Encoding::Plain,
+                &mut no_progress(),
+            )
+            .unwrap_err();
+            assert!(err.to_string().contains(want), "{name}: {err}");
+            assert!(entries(&out).is_empty(), "{name}: {:?}", entries(&out));
+        }
+        let src = dir.join("good.json");
+        fs::write(&src, &text).unwrap();
+        // A size of 0, or too small for the header.
+        assert!(matches!(
+            split(&src, &options(0), &mut no_progress()),
+            Err(Error::InvalidArgument(_))
+        ));
+        let err = split(&src, &options(100), &mut no_progress()).unwrap_err();
+        assert!(err.to_string().contains("choose a larger size"), "{err}");
+        // Too many parts.
+        let err = split(&src, &options(1500), &mut no_progress()).unwrap_err();
+        assert!(err.to_string().contains("more than 999 parts"), "{err}");
+        // An out dir that does not exist; interrupted halfway.
+        let mut o2 = o.clone();
+        o2.out_dir = Some(dir.join("missing"));
+        match split(&src, &o2, &mut no_progress()) {
+            Err(Error::Io { context, source }) => {
+                assert!(context.contains("missing"), "{context}");
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut calls = 0;
+        let big = dir.join("big.json");
+        fs::write(&big, gpu_trace(60_000).0).unwrap();
+        let r = split(&big, &o, &mut |_| {
+            calls += 1;
+            if calls > 3 {
+                Err(Error::Interrupted)
+            } else {
+                Ok(())
+            }
+        });
+        assert!(matches!(r, Err(Error::Interrupted)), "{r:?}");
+        assert!(entries(&out).is_empty(), "{:?}", entries(&out));
+        // Bad filter settings.
+        for spec in [
+            FilterSpec {
+                min_dur_us: Some(-1.0),
+                ..FilterSpec::default()
+            },
+            FilterSpec {
+                window_us: Some((5.0, 5.0)),
+                ..FilterSpec::default()
+            },
+        ] {
+            assert!(matches!(
+                filter(
+                    &src,
+                    &out.join("f.json"),
+                    &spec,
+                    Encoding::Plain,
+                    &mut no_progress()
+                ),
+                Err(Error::InvalidArgument(_))
+            ));
+        }
+        assert!(entries(&out).is_empty());
+    }
+
+    /// `cargo test --release split::tests::throughput -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn throughput() {
+        let dir = scratch("split-speed");
+        let (mut text, _) = gpu_trace(10);
+        let (unit, _) = gpu_trace(20_000);
+        let body =
+            &unit[unit.find("\"traceEvents\": [\n").unwrap() + 17..unit.find("\n],").unwrap()];
+        let mut events = String::new();
+        while events.len() < 300_000_000 {
+            events.push_str(body);
+            events.push_str(",\n");
+        }
+        let at = text.find("\"traceEvents\": [\n").unwrap() + 17;
+        text.insert_str(at, &events);
+        let src = dir.join("big.json");
+        fs::write(&src, &text).unwrap();
+        drop(events);
+        let mb = text.len() as f64 / 1e6;
+        drop(text);
+        let t = std::time::Instant::now();
+        let s = split(&src, &options(100_000_000), &mut no_progress()).unwrap();
+        let dt = t.elapsed().as_secs_f64();
+        println!(
+            "split: {mb:.0} MB in {dt:.2} s = {:.0} MB/s of JSON per pass ({} parts)",
+            2.0 * mb / dt,
+            s.parts.len()
+        );
+        let t = std::time::Instant::now();
+        let spec = FilterSpec {
+            exclude_cats: vec!["cpu_op".into()],
+            ..FilterSpec::default()
+        };
+        filter(
+            &src,
+            &dir.join("f.json"),
+            &spec,
+            Encoding::Plain,
+            &mut no_progress(),
+        )
+        .unwrap();
+        let dt = t.elapsed().as_secs_f64();
+        println!("filter: {mb:.0} MB in {dt:.2} s = {:.0} MB/s", mb / dt);
+    }
+}
