@@ -174,7 +174,7 @@ impl Event<'_> {
 /// What reading a trace reports to its user.
 pub(crate) trait Visitor {
     /// A top-level member other than `traceEvents` (`raw` is `"key": value` as written).
-    fn header(&mut self, raw: &[u8], after_events: bool) -> Result<()>;
+    fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()>;
     /// One element of `traceEvents`.
     fn event(&mut self, ev: &Event<'_>) -> Result<()>;
 }
@@ -244,7 +244,7 @@ fn walk<R: BufRead>(inp: &mut Input<'_, R>, v: &mut dyn Visitor) -> PResult<()> 
             } else {
                 inp.value(1, None)?;
                 let raw = inp.end_capture();
-                v.header(raw, seen_events).map_err(Stop::Fatal)?;
+                v.header(&f.key, raw, seen_events).map_err(Stop::Fatal)?;
             }
             b = inp.ws_expect("',' or '}'")?;
             match b {
@@ -552,6 +552,14 @@ impl Metadata {
     }
 }
 
+/// The member `"traceName": <trace_name>` when `key` is `traceName` and a name is given.
+fn renamed(key: &[u8], trace_name: Option<&str>) -> Option<Vec<u8>> {
+    let name = trace_name.filter(|_| key == b"traceName")?;
+    let mut out = b"\"traceName\": ".to_vec();
+    crate::render::push_json_string(&mut out, name.as_bytes());
+    Some(out)
+}
+
 /// Adds `n` bytes to a kept-text total, failing past [`MAX_KEPT_TEXT`].
 fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()> {
     *total += n;
@@ -642,6 +650,7 @@ pub struct FilterStats {
 
 struct Filtering<'s, W: Write> {
     spec: &'s FilterSpec,
+    trace_name: Option<&'s str>,
     path: &'s Path,
     out: TraceWriter<W>,
     binder: Binder,
@@ -665,13 +674,15 @@ impl<W: Write> Filtering<'_, W> {
 }
 
 impl<W: Write> Visitor for Filtering<'_, W> {
-    fn header(&mut self, raw: &[u8], after_events: bool) -> Result<()> {
+    fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()> {
         keep_text(
             &mut self.header_bytes,
             raw.len(),
             "top-level keys",
             self.path,
         )?;
+        let renamed = renamed(key, self.trace_name);
+        let raw = renamed.as_deref().unwrap_or(raw);
         if after_events {
             self.trailing.push(raw.into());
             return Ok(());
@@ -727,18 +738,21 @@ impl<W: Write> Visitor for Filtering<'_, W> {
 
 /// Writes to `dst` the trace at `src` with only the events `spec` keeps (see the module
 /// docs for what a kept trace contains). The output is atomic ([`crate::sink`]); it is an
-/// error, and nothing is written, when no event is kept.
+/// error, and nothing is written, when no event is kept. `trace_name` replaces the value
+/// of a `traceName` key (an export filtered from a temporary file names its destination).
 pub fn filter(
     src: &Path,
     dst: &Path,
     spec: &FilterSpec,
     encoding: Encoding,
+    trace_name: Option<&str>,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<FilterStats> {
     spec.validate()?;
     let sink = Sink::create(dst, encoding)?;
     let mut state = Filtering {
         spec,
+        trace_name,
         path: src,
         out: TraceWriter::new(SinkWrite(sink)),
         binder: Binder::default(),
@@ -833,6 +847,7 @@ fn ts_ns(ts: f64) -> i64 {
 /// The first pass of a split.
 struct Survey<'s> {
     path: &'s Path,
+    trace_name: Option<&'s str>,
     before: Vec<Box<[u8]>>,
     after: Vec<Box<[u8]>>,
     header_bytes: usize,
@@ -846,13 +861,15 @@ struct Survey<'s> {
 }
 
 impl Visitor for Survey<'_> {
-    fn header(&mut self, raw: &[u8], after_events: bool) -> Result<()> {
+    fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()> {
         keep_text(
             &mut self.header_bytes,
             raw.len(),
             "top-level keys",
             self.path,
         )?;
+        let renamed = renamed(key, self.trace_name);
+        let raw = renamed.as_deref().unwrap_or(raw);
         if after_events {
             self.after.push(raw.into());
         } else {
@@ -965,7 +982,7 @@ impl Plan {
 }
 
 impl Visitor for Parting<'_> {
-    fn header(&mut self, _raw: &[u8], _after_events: bool) -> Result<()> {
+    fn header(&mut self, _key: &[u8], _raw: &[u8], _after_events: bool) -> Result<()> {
         Ok(())
     }
 
@@ -1041,6 +1058,10 @@ pub struct SplitOptions {
     pub default_gzip: (u32, usize),
     /// The stem of the part names (default: the source's name without its suffix).
     pub stem: Option<String>,
+    /// What the part names end with (default `.json`, or `.json.gz` for gzip parts).
+    pub suffix: Option<String>,
+    /// Replaces the value of a `traceName` key.
+    pub trace_name: Option<String>,
 }
 
 /// Splits the trace at `src` into parts by time window, each at most `max_bytes` of JSON
@@ -1091,6 +1112,7 @@ pub fn split(
     // Pass 1: header, metadata, histogram.
     let mut survey = Survey {
         path: src,
+        trace_name: options.trace_name.as_deref(),
         before: Vec::new(),
         after: Vec::new(),
         header_bytes: 0,
@@ -1159,9 +1181,12 @@ pub fn split(
     let count = plan.firsts.len();
 
     // Pass 2: every event into its part's temporary file.
-    let ext = if gzip.is_some() { "json.gz" } else { "json" };
+    let suffix = options
+        .suffix
+        .clone()
+        .unwrap_or_else(|| if gzip.is_some() { ".json.gz" } else { ".json" }.to_string());
     let finals: Vec<PathBuf> = (1..=count)
-        .map(|i| dir.join(format!("{stem}.part-{i:03}-of-{count:03}.{ext}")))
+        .map(|i| dir.join(format!("{stem}.part-{i:03}-of-{count:03}{suffix}")))
         .collect();
     let mut temps = Temps::default();
     let mut outs = Vec::with_capacity(count);
@@ -1433,6 +1458,8 @@ mod tests {
             gzip: None,
             default_gzip: (6, 2),
             stem: None,
+            suffix: None,
+            trace_name: None,
         }
     }
 
@@ -1603,7 +1630,8 @@ mod tests {
         let src_events = source["traceEvents"].as_array().unwrap();
         let dst = dir.join("f.json");
         let run = |spec: &FilterSpec| -> (FilterStats, Vec<Value>) {
-            let stats = filter(&src, &dst, spec, Encoding::Plain, &mut no_progress()).unwrap();
+            let stats =
+                filter(&src, &dst, spec, Encoding::Plain, None, &mut no_progress()).unwrap();
             let (v, raw) = parse(&dst);
             assert_eq!(raw.len() as u64, stats.json_bytes_written);
             for k in [
@@ -1688,6 +1716,7 @@ mod tests {
                 level: 1,
                 threads: 2,
             },
+            None,
             &mut no_progress(),
         )
         .unwrap();
@@ -1696,7 +1725,7 @@ mod tests {
             window_us: Some((1e12, 2e12)),
             ..FilterSpec::default()
         };
-        let err = filter(&src, &dst, &spec, Encoding::Plain, &mut no_progress()).unwrap_err();
+        let err = filter(&src, &dst, &spec, Encoding::Plain, None, &mut no_progress()).unwrap_err();
         assert!(err.to_string().contains("selects no events"), "{err}");
         assert_eq!(fs::read(&dst).unwrap(), before);
         assert_eq!(entries(&dir), vec!["f.json", "t.json"]);
@@ -1756,6 +1785,7 @@ mod tests {
                 &out.join("f.json"),
                 &FilterSpec::default(),
                 Encoding::Plain,
+                None,
                 &mut no_progress(),
             )
             .unwrap_err();
@@ -1814,6 +1844,7 @@ mod tests {
                     &out.join("f.json"),
                     &spec,
                     Encoding::Plain,
+                    None,
                     &mut no_progress()
                 ),
                 Err(Error::InvalidArgument(_))
@@ -1861,6 +1892,7 @@ mod tests {
             &dir.join("f.json"),
             &spec,
             Encoding::Plain,
+            None,
             &mut no_progress(),
         )
         .unwrap();

@@ -19,6 +19,7 @@ from kinetrace._export import (
 from kinetrace._fallback import FallbackWarning
 from kinetrace._gzip import GzipWriter
 from kinetrace._kinetrace import __version__
+from kinetrace._split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
 from kinetrace._tools import CheckReport, check_trace
 
 if TYPE_CHECKING:
@@ -63,16 +64,22 @@ __all__ = [
     "ExportHandle",
     "ExportStats",
     "FallbackWarning",
+    "FilterResult",
     "GzipWriter",
+    "Keep",
+    "Part",
     "ProfilerAction",
+    "SplitResult",
     "__version__",
     "check_trace",
     "export_chrome_trace",
+    "filter_trace",
     "install",
     "installed",
     "installed_context",
     "profile",
     "schedule",
+    "split_trace",
     "tensorboard_trace_handler",
     "uninstall",
     "wait",

@@ -7,6 +7,8 @@ Subcommands:
               effect, so that torch's profiler exports go through kinetrace.
     check     strictly validate a trace file (streamed; ``.json`` or ``.json.gz``).
     compress  rewrite a trace as one single-member gzip with the parallel encoder.
+    split     cut a trace into parts by time window, each at most N MB of JSON.
+    filter    keep only the events of some categories, processes, durations or window.
 
 Adding a subcommand: write ``_add_<name>(subparsers)``, which adds its parser and sets
 ``func`` (a ``cmd_<name>(args) -> int``) with ``set_defaults``, and append it to
@@ -171,8 +173,27 @@ def _add_compress(subparsers: Any) -> None:
     add_compress_parser(subparsers)
 
 
+def _add_split(subparsers: Any) -> None:
+    from kinetrace._split import add_split_parser
+
+    add_split_parser(subparsers)
+
+
+def _add_filter(subparsers: Any) -> None:
+    from kinetrace._split import add_filter_parser
+
+    add_filter_parser(subparsers)
+
+
 #: Functions that each add one subcommand to the parser (see the module docstring).
-SUBCOMMANDS: list[Callable[[Any], None]] = [_add_demo, _add_run, _add_check, _add_compress]
+SUBCOMMANDS: list[Callable[[Any], None]] = [
+    _add_demo,
+    _add_run,
+    _add_check,
+    _add_compress,
+    _add_split,
+    _add_filter,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -385,6 +385,8 @@ def export_chrome_trace(
     background: bool = False,
     progress: bool = False,
     workers: int | None = None,
+    keep: Any = None,
+    split_mb: float | None = None,
 ) -> Any:
     """Write the trace of ``source`` to ``path`` in Chrome trace format.
 
@@ -430,11 +432,22 @@ def export_chrome_trace(
             before the call returns (bad arguments, a missing directory, an accessor that
             raises) are raised by the call; errors while writing (a full disk) by the
             handle's ``result()``, by :func:`wait`, or by the next export.
+        keep: a :class:`kinetrace.Keep` (or a dict of its fields): write only the events
+            it selects, each byte-identical to the unfiltered export's, flows only when
+            both ends are kept, process/thread metadata only for what remains. The full
+            trace is written to a private temporary file beside ``path`` first (see
+            ``kinetrace._split``). Not with ``background=True``.
+        split_mb: write the trace as parts of at most this many MB of JSON, each a
+            contiguous time window and a complete trace, named after ``path``
+            (``x.part-001-of-004.json.gz`` for ``x.json.gz``; a TensorBoard name keeps its
+            ``.pt.trace.json[.gz]`` ending). With ``keep``, the kept events are split. Not
+            with ``background=True``.
 
     Returns:
         :class:`ExportStats`; with ``background=True`` an :class:`ExportHandle` whose
-        ``result()`` gives them. :func:`wait` waits for all background exports, and they
-        are waited for at interpreter exit.
+        ``result()`` gives them; with ``keep`` a :class:`kinetrace.FilterResult`, with
+        ``split_mb`` a :class:`kinetrace.SplitResult`. :func:`wait` waits for all
+        background exports, and they are waited for at interpreter exit.
 
     Raises:
         TypeError: ``source`` is not a profiler or result, or an accessor returned a value
@@ -448,6 +461,28 @@ def export_chrome_trace(
         KeyboardInterrupt: Ctrl-C; the export stops and removes its temporary file.
     """
     started = time.perf_counter()
+    if keep is not None or split_mb is not None:
+        if background:
+            raise ValueError("keep= and split_mb= do not work with background=True")
+        from kinetrace import _split
+
+        return _split.export_cut(
+            lambda full: export_chrome_trace(
+                source,
+                full,
+                metadata,
+                base_time_ns=base_time_ns,
+                compresslevel=compresslevel,
+                threads=threads,
+                progress=progress,
+                workers=workers,
+            ),
+            os.fsdecode(os.fspath(path)),
+            keep,
+            split_mb,
+            compresslevel,
+            threads,
+        )
     _raise_unreported_errors()
     result, source_metadata = resolve_source(source)
     if metadata is None:

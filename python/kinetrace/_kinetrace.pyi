@@ -13,8 +13,10 @@ __all__ = [
     "__version__",
     "_panic_for_tests",
     "check_trace",
+    "filter_trace",
     "format_microseconds",
     "recompress",
+    "split_trace",
     "trimonth_base_ns",
 ]
 
@@ -29,6 +31,27 @@ def check_trace(path: str | PathLike[str], max_errors: int = 50) -> dict[str, An
 def recompress(
     src: str | PathLike[str], dst: str | PathLike[str], level: int, threads: int
 ) -> tuple[int, int]: ...
+def split_trace(
+    src: str | PathLike[str],
+    max_bytes: int,
+    out_dir: str | PathLike[str] | None,
+    gzip: tuple[int, int] | None,
+    like_source: bool,
+    stem: str | None = None,
+    suffix: str | None = None,
+    trace_name: str | None = None,
+) -> dict[str, Any]: ...
+def filter_trace(
+    src: str | PathLike[str],
+    dst: str | PathLike[str],
+    include_cats: list[str],
+    exclude_cats: list[str],
+    min_dur_us: float | None,
+    window_us: tuple[float, float] | None,
+    pids: list[str],
+    gzip: tuple[int, int] | None,
+    trace_name: str | None = None,
+) -> dict[str, Any]: ...
 
 @final
 class _Exporter:

@@ -423,6 +423,8 @@ def tensorboard_trace_handler(
     use_python_export: bool = False,
     *,
     background: bool = False,
+    keep: Any = None,
+    split_mb: float | None = None,
 ) -> Callable[[Any], Any]:
     """An ``on_trace_ready`` handler writing TensorBoard trace files through kinetrace.
 
@@ -443,6 +445,10 @@ def tensorboard_trace_handler(
             training loop goes on while the file is written; the handler then returns the
             export's handle (``.result()``, ``.done()``) and :func:`kinetrace.wait` waits
             for all of them.
+        keep: write only the events a :class:`kinetrace.Keep` (or a dict of its fields)
+            selects (see :func:`kinetrace.export_chrome_trace`).
+        split_mb: write each trace as parts of at most this many MB of JSON,
+            ``{worker_name}.{ns}.part-001-of-004.pt.trace.json[.gz]``.
 
     Returns:
         The handler: called with the profiler, it returns what the export returns
@@ -465,6 +471,8 @@ def tensorboard_trace_handler(
         path = os.path.join(dir_name, file_name)
         if getattr(prof, "_use_cuspy", False):
             return prof.export_chrome_trace(path, use_python_export=use_python_export)
+        if keep is not None or split_mb is not None:
+            return _export.export_chrome_trace(prof, path, None, keep=keep, split_mb=split_mb)
         return _export_via_kinetrace(prof, path, None, background=background)
 
     return handler_fn

@@ -1,5 +1,5 @@
-//! `check_trace` and `recompress`: the streaming tools of `crate::check` for Python
-//! (`kinetrace check` / `kinetrace compress`). Both run with the GIL released and check for
+//! `check_trace`, `recompress`, `split_trace` and `filter_trace`: the streaming tools over
+//! trace files for Python (`kinetrace check` / `compress` / `split` / `filter`). Both run with the GIL released and check for
 //! Ctrl-C every few MB.
 
 use std::path::PathBuf;
@@ -9,6 +9,8 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::check::{self, CheckOptions, CheckReport, TopValue};
 use crate::error::{Error, Result};
+use crate::sink::Encoding;
+use crate::split;
 
 /// Runs `work` with the GIL released, giving it a progress callback that checks for
 /// signals; the Python exception a signal handler raised (KeyboardInterrupt) comes back
@@ -127,5 +129,98 @@ fn recompress(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_trace, m)?)?;
     m.add_function(wrap_pyfunction!(recompress, m)?)?;
+    m.add_function(wrap_pyfunction!(split_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(filter_trace, m)?)?;
     Ok(())
+}
+
+fn split_dict<'py>(py: Python<'py>, s: &split::SplitStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let parts = PyList::empty(py);
+    for p in &s.parts {
+        let pd = PyDict::new(py);
+        pd.set_item("path", &p.path)?;
+        pd.set_item("start_us", p.start_us)?;
+        pd.set_item("end_us", p.end_us)?;
+        pd.set_item("events", p.events)?;
+        pd.set_item("json_bytes", p.json_bytes)?;
+        parts.append(pd)?;
+    }
+    d.set_item("parts", parts)?;
+    d.set_item("events_read", s.events_read)?;
+    d.set_item("flow_events_cut", s.flow_events_cut)?;
+    d.set_item("json_bytes_read", s.json_bytes_read)?;
+    d.set_item("oversized_parts", s.oversized_parts)?;
+    Ok(d)
+}
+
+/// Splits the trace at `src` into parts by time window of at most `max_bytes` of JSON
+/// each (see `crate::split`); `gzip`: (level, threads) for gzip parts, None for plain
+/// JSON; `like_source`: ignore `gzip`'s on/off and follow the source's format.
+#[pyfunction]
+#[pyo3(signature = (src, max_bytes, out_dir, gzip, like_source, stem=None, suffix=None, trace_name=None))]
+#[allow(clippy::too_many_arguments)]
+fn split_trace<'py>(
+    py: Python<'py>,
+    src: PathBuf,
+    max_bytes: u64,
+    out_dir: Option<PathBuf>,
+    gzip: Option<(u32, usize)>,
+    like_source: bool,
+    stem: Option<String>,
+    suffix: Option<String>,
+    trace_name: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let options = split::SplitOptions {
+        max_bytes,
+        out_dir,
+        gzip: if like_source { None } else { Some(gzip) },
+        default_gzip: gzip.unwrap_or((6, 1)),
+        stem,
+        suffix,
+        trace_name,
+    };
+    let stats = detached_with_signals(py, |progress| split::split(&src, &options, progress))?;
+    split_dict(py, &stats)
+}
+
+/// Writes to `dst` the events of the trace at `src` that the criteria keep (see
+/// `crate::split`); `gzip`: (level, threads) for gzip output, None for plain JSON.
+#[pyfunction]
+#[pyo3(signature = (src, dst, include_cats, exclude_cats, min_dur_us, window_us, pids, gzip, trace_name=None))]
+#[allow(clippy::too_many_arguments)]
+fn filter_trace<'py>(
+    py: Python<'py>,
+    src: PathBuf,
+    dst: PathBuf,
+    include_cats: Vec<String>,
+    exclude_cats: Vec<String>,
+    min_dur_us: Option<f64>,
+    window_us: Option<(f64, f64)>,
+    pids: Vec<String>,
+    gzip: Option<(u32, usize)>,
+    trace_name: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let spec = split::FilterSpec {
+        include_cats,
+        exclude_cats,
+        min_dur_us,
+        window_us,
+        pids,
+    };
+    let encoding = match gzip {
+        Some((level, threads)) => Encoding::Gzip { level, threads },
+        None => Encoding::Plain,
+    };
+    let s = detached_with_signals(py, |progress| {
+        split::filter(&src, &dst, &spec, encoding, trace_name.as_deref(), progress)
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("events_read", s.events_read)?;
+    d.set_item("events_written", s.events_written)?;
+    d.set_item("metadata_written", s.metadata_written)?;
+    d.set_item("flow_events_cut", s.flow_events_cut)?;
+    d.set_item("json_bytes_read", s.json_bytes_read)?;
+    d.set_item("json_bytes_written", s.json_bytes_written)?;
+    Ok(d)
 }
