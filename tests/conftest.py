@@ -28,3 +28,20 @@ settings.register_profile("ci", max_examples=200, derandomize=True, database=Non
 settings.register_profile("dev", max_examples=25, **_common)
 settings.register_profile("thorough", max_examples=2000, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run-slow", action="store_true", help="also run the tests marked slow (multi-GB)"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    if config.getoption("--run-slow") or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow (or -m slow)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

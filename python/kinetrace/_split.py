@@ -324,13 +324,14 @@ def export_cut(
                         suffix = cut
                     break
         if keep is None:
-            source = full
             return _split(
-                source, max_bytes, directory, is_gzip, compresslevel, threads, stem, suffix
+                full, max_bytes, directory, is_gzip, compresslevel, threads, stem, suffix, path
             )
         with _private_temp(directory, name + ".kept") as kept:
-            filter_trace(full, kept, keep)
-            return _split(kept, max_bytes, directory, is_gzip, compresslevel, threads, stem, suffix)
+            filter_trace(full, kept, keep, _trace_name=path)
+            return _split(
+                kept, max_bytes, directory, is_gzip, compresslevel, threads, stem, suffix, path
+            )
 
 
 def _split(

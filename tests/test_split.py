@@ -1,0 +1,468 @@
+"""``kinetrace split`` / ``filter`` and ``keep=`` / ``split_mb=`` at export time.
+
+Every part and every filtered trace is checked the same way: strict JSON, accepted by
+``kinetrace check`` (flows paired within it), the source's top-level keys, metadata only for
+the processes and threads present, and each event's text exactly the source's. For splits,
+the union of the parts equals the source as a multiset of events, less the flow events cut
+at a window edge (which are counted). Real CPU profiles, constructed GPU-shaped traces, and
+(in the slow set) a multi-GB synthetic one.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import kinetrace
+from activities import (
+    FakeResult,
+    chain,
+    comms_set,
+    fwdbwd_set,
+    launch_set,
+    memcpy_memset_set,
+    read_trace,
+    single_member_text,
+    strict_loads,
+)
+
+HERE = Path(__file__).parent
+HTA_WARNINGS = [
+    pytest.mark.filterwarnings(r"ignore:The inplace keyword in DataFrame\.\w+ is deprecated"),
+    pytest.mark.filterwarnings(r"ignore:The copy keyword is deprecated"),
+]
+
+
+def event_lines(text: bytes) -> list[bytes]:
+    """The event texts of a trace written one event per line (kinetrace's and torch's
+    layout, kept by split and filter)."""
+    out = []
+    for line in text.split(b"\n"):
+        line = line.rstrip(b",")
+        if line.startswith(b'{"ph"'):
+            out.append(line)
+    return out
+
+
+def key(event: dict[str, Any]) -> str:
+    return json.dumps(event, sort_keys=True)
+
+
+def check_kept_trace(path: str | Path, source_text: bytes) -> dict[str, Any]:
+    """The checks every output gets; returns the parsed trace."""
+    text = read_trace(path)
+    if os.fspath(path).endswith(".gz"):
+        assert single_member_text(Path(path).read_bytes()) == text
+    trace = strict_loads(text)
+    report = kinetrace.check_trace(path)
+    assert report.valid, report.errors
+    assert report.flows_unpaired == 0
+    source = strict_loads(source_text)
+    for k, v in source.items():
+        if k != "traceEvents":
+            assert trace[k] == v, k
+    # Each event is the source's text.
+    source_lines = set(event_lines(source_text))
+    lines = event_lines(text)
+    assert len(lines) == len(trace["traceEvents"])
+    assert set(lines) <= source_lines
+    # Metadata for exactly what is present.
+    events = trace["traceEvents"]
+    pids = {json.dumps(e.get("pid")) for e in events if e["ph"] != "M"}
+    threads = {
+        (json.dumps(e.get("pid")), json.dumps(e.get("tid"))) for e in events if e["ph"] != "M"
+    }
+    for m in (e for e in events if e["ph"] == "M"):
+        if m["name"].startswith("thread_"):
+            assert (json.dumps(m["pid"]), json.dumps(m["tid"])) in threads, m
+        else:
+            assert json.dumps(m["pid"]) in pids, m
+    wanted = [
+        m
+        for m in source["traceEvents"]
+        if m["ph"] == "M"
+        and (
+            (json.dumps(m["pid"]), json.dumps(m["tid"])) in threads
+            if m["name"].startswith("thread_")
+            else json.dumps(m["pid"]) in pids
+        )
+    ]
+    assert sorted(map(key, wanted)) == sorted(key(m) for m in events if m["ph"] == "M")
+    return trace
+
+
+def check_split(result: kinetrace.SplitResult, source_text: bytes, max_mb: float) -> None:
+    source = strict_loads(source_text)
+    union: collections.Counter[str] = collections.Counter()
+    previous_end = float("-inf")
+    n = len(result.parts)
+    assert n >= 2
+    for i, part in enumerate(result.parts, start=1):
+        assert f".part-{i:03}-of-{n:03}." in os.path.basename(part.path)
+        trace = check_kept_trace(part.path, source_text)
+        assert len(read_trace(part.path)) == part.json_bytes <= max_mb * 1e6
+        info = trace["kinetrace_part"]
+        assert (info["index"], info["count"]) == (i, n)
+        assert info["start_us"] == part.start_us >= previous_end
+        assert part.start_us < part.end_us == info["end_us"]
+        previous_end = part.end_us
+        for e in trace["traceEvents"]:
+            if e["ph"] == "X":
+                assert part.start_us <= e["ts"] < part.end_us
+            if e["ph"] != "M":
+                union[key(e)] += 1
+    want = collections.Counter(key(e) for e in source["traceEvents"] if e["ph"] != "M")
+    assert not union - want, "events that are not in the source"
+    lost = want - union
+    assert all(json.loads(k)["ph"] in ("s", "f") for k in lost), lost
+    assert sum(lost.values()) == result.flow_events_cut
+    assert result.oversized_parts == 0
+
+
+@pytest.fixture(scope="module")
+def cpu_profile() -> Any:
+    from torch.profiler import profile, record_function
+
+    x = torch.randn(32, 32, requires_grad=True)
+    with profile(record_shapes=True) as prof:
+        for _ in range(60):
+            with record_function("train_step"):
+                (x @ x).relu().sum().backward()
+    return prof
+
+
+def gpu_result() -> FakeResult:
+    kernels, comms = comms_set()
+    return FakeResult(
+        chain(
+            launch_set(40),
+            launch_set(30, stream=8),
+            memcpy_memset_set(),
+            fwdbwd_set(),
+            kernels,
+            comms,
+        )
+    )
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_split_real_profile(cpu_profile, tmp_path, name):
+    src = tmp_path / name
+    kinetrace.export_chrome_trace(cpu_profile, src)
+    text = read_trace(src)
+    out = tmp_path / "parts"
+    out.mkdir()
+    max_mb = len(text) / 5 / 1e6
+    result = kinetrace.split_trace(src, max_mb, out_dir=out)
+    assert 5 <= len(result.parts) <= 7
+    assert all(
+        p.path.endswith(".json.gz" if name.endswith(".gz") else ".json") for p in result.parts
+    )
+    assert sorted(os.listdir(out)) == sorted(os.path.basename(p) for p in result.paths)
+    check_split(result, text, max_mb)
+    assert result.flow_events_cut > 0  # fwdbwd flows run across the steps
+
+
+def test_split_gpu_shaped_trace(tmp_path):
+    src = tmp_path / "gpu.json"
+    kinetrace.export_chrome_trace(gpu_result(), src)
+    text = src.read_bytes()
+    result = kinetrace.split_trace(src, len(text) / 3 / 1e6)
+    check_split(result, text, len(text) / 3 / 1e6)
+    kernels = [k for p in result.paths for k in json.loads(read_trace(p))["traceEvents"]]
+    assert sum(e.get("cat") == "kernel" for e in kernels) == text.count(b'"cat":"kernel"')
+    assert any(e.get("cat") == "ac2g" for e in kernels)
+
+
+@pytest.mark.parametrize(
+    "criteria",
+    [
+        {"exclude_cats": ["cpu_op"]},
+        {"include_cats": ["kernel", "gpu_memcpy"]},
+        {"min_dur_us": 5.0},
+        {"pids": [0]},
+    ],
+)
+def test_filter_gpu_shaped_trace(tmp_path, criteria):
+    src = tmp_path / "gpu.json"
+    kinetrace.export_chrome_trace(gpu_result(), src)
+    text = src.read_bytes()
+    dst = tmp_path / "kept.json.gz"
+    result = kinetrace.filter_trace(src, dst, **criteria)
+    trace = check_kept_trace(dst, text)
+    assert result.events_written == len(trace["traceEvents"])
+    events = [e for e in trace["traceEvents"] if e["ph"] != "M"]
+    keep = kinetrace.Keep(**criteria)
+    for e in events:
+        if e["ph"] in ("s", "f"):
+            continue
+        if keep.include_cats and "cat" in e:
+            assert e["cat"] in keep.include_cats
+        assert e.get("cat") not in keep.exclude_cats
+        if keep.min_dur_us is not None and "dur" in e:
+            assert e["dur"] >= keep.min_dur_us
+        if keep.pids:
+            assert e["pid"] in keep.pids
+    # Every source event that passes is there.
+    source = strict_loads(text)["traceEvents"]
+    passing = [
+        e
+        for e in source
+        if e["ph"] not in ("M", "s", "f")
+        and not (keep.include_cats and "cat" in e and e["cat"] not in keep.include_cats)
+        and e.get("cat") not in keep.exclude_cats
+        and not (keep.min_dur_us is not None and e.get("dur", 1e99) < keep.min_dur_us)
+        and not (keep.pids and e.get("pid") not in keep.pids)
+    ]
+    assert sorted(map(key, passing)) == sorted(key(e) for e in events if e["ph"] not in ("s", "f"))
+
+
+def test_export_keep_is_byte_identical(tmp_path, cpu_profile):
+    full = tmp_path / "full.json"
+    kinetrace.export_chrome_trace(cpu_profile, full)
+    full_lines = set(event_lines(full.read_bytes()))
+    kept = tmp_path / "kept.json"
+    keep = kinetrace.Keep(exclude_cats=["cpu_op"], min_dur_us=1.0)
+    result = kinetrace.export_chrome_trace(cpu_profile, kept, keep=keep)
+    assert isinstance(result, kinetrace.FilterResult)
+    text = kept.read_bytes()
+    trace = strict_loads(text)
+    assert trace["traceName"] == str(kept)
+    assert set(event_lines(text)) <= full_lines
+    assert not any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])
+    assert any(e.get("cat") == "user_annotation" for e in trace["traceEvents"])
+    assert kinetrace.check_trace(kept).valid
+    assert sorted(os.listdir(tmp_path)) == ["full.json", "kept.json"]
+    # A dict works too, and gzip.
+    kinetrace.export_chrome_trace(cpu_profile, tmp_path / "k.json.gz", keep={"pids": ["Spans"]})
+    spans = json.loads(gzip.decompress((tmp_path / "k.json.gz").read_bytes()))["traceEvents"]
+    assert {e["pid"] for e in spans} == {"Spans"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="workers need fork")
+def test_export_keep_same_for_any_worker_count(tmp_path):
+    from synthetic import SyntheticResult
+
+    result = SyntheticResult(30_000, gpu=True)
+    outputs = []
+    for workers in (1, 2, 3):
+        path = tmp_path / f"w{workers}.json"
+        kinetrace.export_chrome_trace(
+            result, path, keep=kinetrace.Keep(exclude_cats=["cpu_op"]), workers=workers
+        )
+        outputs.append(path.read_bytes().replace(str(path).encode(), b"PATH"))
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_export_split_mb(tmp_path, cpu_profile):
+    path = tmp_path / "trace.json.gz"
+    full = tmp_path / "full.json"
+    kinetrace.export_chrome_trace(cpu_profile, full)
+    text = full.read_bytes()
+    result = kinetrace.export_chrome_trace(cpu_profile, path, split_mb=len(text) / 4e6)
+    assert isinstance(result, kinetrace.SplitResult)
+    assert not path.exists()
+    assert [os.path.basename(p) for p in result.paths] == [
+        f"trace.part-{i:03}-of-{len(result.parts):03}.json.gz"
+        for i in range(1, len(result.parts) + 1)
+    ]
+    # Same events as the plain export (traceName aside).
+    for p in result.paths:
+        assert json.loads(read_trace(p))["traceName"] == str(path)
+    check_split(result, text.replace(str(full).encode(), str(path).encode()), len(text) / 4e6)
+    # keep and split together.
+    both = kinetrace.export_chrome_trace(
+        cpu_profile,
+        tmp_path / "both.json",
+        split_mb=len(text) / 3e6,
+        keep={"exclude_cats": ["cpu_op"]},
+    )
+    for p in both.paths:
+        assert not any(e.get("cat") == "cpu_op" for e in json.loads(read_trace(p))["traceEvents"])
+    assert not [n for n in os.listdir(tmp_path) if "kinetrace-full" in n]
+    with pytest.raises(ValueError, match="background"):
+        kinetrace.export_chrome_trace(cpu_profile, path, split_mb=1, background=True)
+    with pytest.raises(ValueError, match="more than 0"):
+        kinetrace.export_chrome_trace(cpu_profile, path, split_mb=0)
+    with pytest.raises(TypeError, match="Keep"):
+        kinetrace.export_chrome_trace(cpu_profile, path, keep=["cpu_op"])
+
+
+def test_tensorboard_handler_split(tmp_path):
+    from torch.profiler import profile
+
+    handler = kinetrace.tensorboard_trace_handler(
+        tmp_path, worker_name="w0", use_gzip=True, split_mb=0.05, keep={"min_dur_us": 0.0}
+    )
+    x = torch.randn(32, 32)
+    with profile(on_trace_ready=handler):
+        for _ in range(200):
+            (x @ x).relu()
+    names = sorted(os.listdir(tmp_path))
+    assert len(names) >= 2, names
+    for n in names:
+        assert n.startswith("w0.") and ".part-" in n and n.endswith(".pt.trace.json.gz"), n
+        assert kinetrace.check_trace(tmp_path / n).valid
+
+
+@pytest.mark.parametrize("rank_split", [True, False])
+@pytest.mark.filterwarnings(r"ignore:The inplace keyword in DataFrame\.\w+ is deprecated")
+@pytest.mark.filterwarnings(r"ignore:The copy keyword is deprecated")
+def test_parts_load_in_hta(tmp_path, rank_split):
+    trace_analysis = pytest.importorskip("hta.trace_analysis")
+    src = tmp_path / "gpu.json"
+    kinetrace.export_chrome_trace(gpu_result(), src)
+    text = src.read_bytes()
+    if rank_split:
+        result = kinetrace.split_trace(src, len(text) / 2.5e6, out_dir=tmp_path)
+        paths = result.paths
+    else:
+        dst = tmp_path / "kept.json"
+        kinetrace.filter_trace(src, dst, include_cats=["kernel", "cuda_runtime", "cpu_op"])
+        paths = [str(dst)]
+    for p in paths:
+        directory = tmp_path / f"hta-{os.path.basename(p)}"
+        directory.mkdir()
+        os.link(p, directory / "rank0.pt.trace.json")
+        analysis = trace_analysis.TraceAnalysis(trace_dir=str(directory))
+        frame = analysis.t.get_trace(analysis.t.get_ranks()[0])
+        # HTA leaves out the "Trace" span on the string pid "Spans", as for a whole trace.
+        events = [
+            e
+            for e in json.loads(read_trace(p))["traceEvents"]
+            if e["ph"] == "X" and isinstance(e["pid"], int)
+        ]
+        assert len(frame) >= len(events) > 0
+
+
+# ------------------------------------------------------------------------------------------
+# command line and bad input
+# ------------------------------------------------------------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kinetrace", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_cli_split_and_filter(tmp_path):
+    src = tmp_path / "gpu.json.gz"
+    kinetrace.export_chrome_trace(gpu_result(), src)
+    size = len(read_trace(src))
+    out = tmp_path / "out"
+    out.mkdir()
+    run = cli("split", str(src), "--max-mb", str(size / 3e6), "--out-dir", str(out))
+    assert run.returncode == 0, run.stderr
+    names = sorted(os.listdir(out))
+    assert len(names) >= 3 and all(n.endswith(".json.gz") for n in names)
+    assert "parts" in run.stdout and names[0] in run.stdout
+    dst = tmp_path / "f.json"
+    run = cli("filter", str(src), str(dst), "--exclude-cat", "kernel", "--min-dur-us", "1")
+    assert run.returncode == 0, run.stderr
+    assert "kept" in run.stdout
+    assert not any(e.get("cat") == "kernel" for e in json.loads(dst.read_text())["traceEvents"])
+    run = cli("filter", str(src), str(dst), "--window", "5:4")
+    assert run.returncode == 2 and "START must be less than END" in run.stderr
+    run = cli("split", str(src), "--max-mb", "0")
+    assert run.returncode == 2 and "more than 0" in run.stderr
+
+
+def test_bad_input_errors_and_leaves_nothing(tmp_path):
+    good = tmp_path / "good.json.gz"
+    kinetrace.export_chrome_trace(gpu_result(), good)
+    blob = good.read_bytes()
+    text = gzip.decompress(blob)
+    out = tmp_path / "out"
+    out.mkdir()
+    cases = {
+        "cut.json.gz": (blob[: len(blob) // 2], "corrupt gzip data"),
+        "cut.json": (text[: len(text) // 2], "end of file"),
+        "nan.json": (text.replace(b'"dur":', b'"dur":NaN,"x":', 1), "NaN is not valid JSON"),
+        "list.json": (b'[{"ph": "X"}]', "not a trace"),
+        "keys.json": (b'{"schemaVersion": 1}', 'no "traceEvents"'),
+    }
+    for name, (data, message) in cases.items():
+        src = tmp_path / name
+        src.write_bytes(data)
+        with pytest.raises(ValueError, match=message) as info:
+            kinetrace.split_trace(src, 0.001, out_dir=out)
+        assert name in str(info.value)
+        if name != "list.json":
+            assert "offset " in str(info.value)
+        with pytest.raises(ValueError, match=message):
+            kinetrace.filter_trace(src, out / "f.json")
+        run = cli("split", str(src), "--max-mb", "0.001", "--out-dir", str(out))
+        assert run.returncode == 1 and name in run.stderr and message in run.stderr
+        assert os.listdir(out) == [], name
+    # A window that selects nothing; an existing output stays as it was.
+    (out / "f.json").write_text("old")
+    with pytest.raises(ValueError, match="selects no events"):
+        kinetrace.filter_trace(good, out / "f.json", window_us=(1e15, 2e15))
+    assert (out / "f.json").read_text() == "old"
+    os.remove(out / "f.json")
+    # Sizes: not positive, too small for the header.
+    with pytest.raises(ValueError, match="more than 0"):
+        kinetrace.split_trace(good, -1)
+    with pytest.raises(ValueError, match="choose a larger size"):
+        kinetrace.split_trace(good, 1e-5, out_dir=out)
+    # An out dir that is not a directory, and one that does not exist.
+    with pytest.raises(NotADirectoryError):
+        kinetrace.split_trace(good, 0.01, out_dir=good)
+    with pytest.raises(FileNotFoundError):
+        kinetrace.split_trace(good, 0.01, out_dir=tmp_path / "missing")
+    assert os.listdir(out) == []
+    assert sorted(os.listdir(tmp_path)) == sorted([*cases, "good.json.gz", "out"])
+
+
+# ------------------------------------------------------------------------------------------
+# multi-GB (slow set)
+# ------------------------------------------------------------------------------------------
+
+
+def synthetic_trace(path: Path, activities: int) -> None:
+    run = subprocess.run(
+        [sys.executable, str(HERE / "synthetic.py"), "export", str(activities), str(path), "--gpu"],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.slow
+def test_multi_gb_split_and_filter(tmp_path):
+    """~2.5 GB of JSON (7M activities): split into ~1 GB parts and filtered, in bounded
+    memory; parts and source agree on every count ``kinetrace check`` reports."""
+    src = tmp_path / "big.json"
+    synthetic_trace(src, 7_000_000)
+    source = kinetrace.check_trace(src)
+    assert source.valid and source.json_bytes > 2e9
+    result = kinetrace.split_trace(src, 1000)
+    assert len(result.parts) >= 3
+    phases: collections.Counter[str] = collections.Counter()
+    for part in result.parts:
+        report = kinetrace.check_trace(part.path)
+        assert report.valid, report.errors
+        assert report.flows_unpaired == 0 and part.json_bytes <= 1e9
+        phases.update({k: v for k, v in report.phases.items() if k != "M"})
+        os.remove(part.path)
+    want = collections.Counter({k: v for k, v in source.phases.items() if k != "M"})
+    assert want - phases == collections.Counter(
+        {k: n for k, n in (want - phases).items() if k in ("s", "f")}
+    )
+    assert sum((want - phases).values()) == result.flow_events_cut
+    kept = tmp_path / "kernels.json"
+    filtered = kinetrace.filter_trace(src, kept, include_cats=["kernel"])
+    report = kinetrace.check_trace(kept)
+    assert report.valid and report.categories.get("kernel") == source.categories["kernel"]
+    assert filtered.events_written < source.events
