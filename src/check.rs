@@ -781,7 +781,6 @@ pub fn check_path(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recompress::recompress;
     use flate2::write::GzEncoder;
     use flate2::Compression;
     use std::io::Write;
@@ -1466,99 +1465,6 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-    }
-
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut v: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-
-    fn single_member(blob: &[u8]) -> Vec<u8> {
-        let mut d = flate2::read::GzDecoder::new(blob);
-        let mut out = Vec::new();
-        d.read_to_end(&mut out).unwrap();
-        // The one member consumed everything.
-        let mut rest = Vec::new();
-        d.into_inner().read_to_end(&mut rest).unwrap();
-        assert!(rest.is_empty(), "more than one member");
-        out
-    }
-
-    #[test]
-    fn recompress_plain_and_multi_member() {
-        let dir = scratch("recompress");
-        let doc = GOOD.repeat(200);
-        let plain = dir.join("t.json");
-        std::fs::write(&plain, &doc).unwrap();
-        let out = dir.join("t.json.gz");
-        let stats = recompress(&plain, &out, 6, 2, &mut no_progress()).unwrap();
-        assert_eq!(stats.json_bytes, doc.len() as u64);
-        assert_eq!(stats.source_members, 0);
-        let blob = std::fs::read(&out).unwrap();
-        assert_eq!(stats.file_bytes, blob.len() as u64);
-        assert_eq!(single_member(&blob), doc.as_bytes());
-
-        // Several members, rewritten in place.
-        let multi = dir.join("m.json.gz");
-        let mut data = gz(&doc.as_bytes()[..1000]);
-        data.extend_from_slice(&gz(&doc.as_bytes()[1000..]));
-        std::fs::write(&multi, &data).unwrap();
-        let stats = recompress(&multi, &multi, 1, 3, &mut no_progress()).unwrap();
-        assert_eq!(stats.source_members, 2);
-        assert_eq!(
-            single_member(&std::fs::read(&multi).unwrap()),
-            doc.as_bytes()
-        );
-        assert_eq!(entries(&dir), vec!["m.json.gz", "t.json", "t.json.gz"]);
-    }
-
-    #[test]
-    fn recompress_failure_leaves_nothing() {
-        let dir = scratch("recompress-fail");
-        let doc = GOOD.repeat(2000);
-        let blob = gz(doc.as_bytes());
-        let src = dir.join("cut.json.gz");
-        std::fs::write(&src, &blob[..blob.len() / 2]).unwrap();
-        let dst = dir.join("out.json.gz");
-        std::fs::write(&dst, b"old").unwrap();
-        match recompress(&src, &dst, 6, 2, &mut no_progress()) {
-            Err(Error::Io { context, source }) => {
-                assert!(context.contains("cannot decompress"), "{context}");
-                assert_eq!(source.kind(), io::ErrorKind::InvalidData);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(std::fs::read(&dst).unwrap(), b"old");
-        // In place: the source is untouched.
-        assert!(recompress(&src, &src, 6, 2, &mut no_progress()).is_err());
-        assert_eq!(std::fs::read(&src).unwrap(), &blob[..blob.len() / 2]);
-        assert_eq!(entries(&dir), vec!["cut.json.gz", "out.json.gz"]);
-        // Bad settings and a missing source.
-        assert!(matches!(
-            recompress(&src, &dst, 10, 1, &mut no_progress()),
-            Err(Error::InvalidArgument(_))
-        ));
-        assert!(matches!(
-            recompress(&src, &dst, 6, 0, &mut no_progress()),
-            Err(Error::InvalidArgument(_))
-        ));
-        match recompress(&dir.join("nope"), &dst, 6, 1, &mut no_progress()) {
-            Err(Error::Io { source, .. }) => assert_eq!(source.kind(), io::ErrorKind::NotFound),
-            other => panic!("{other:?}"),
-        }
-        // Interrupted through the callback.
-        let big = dir.join("big.json");
-        std::fs::write(&big, GOOD.repeat(12_000)).unwrap();
-        let r = recompress(&big, &dst, 1, 1, &mut |_| Err(Error::Interrupted));
-        assert!(matches!(r, Err(Error::Interrupted)));
-        assert_eq!(
-            entries(&dir),
-            vec!["big.json", "cut.json.gz", "out.json.gz"]
-        );
     }
 
     /// `cargo test --release check::tests::throughput -- --ignored --nocapture`
