@@ -5,6 +5,10 @@
 //! `render` for numbers/strings and `fragment` for JSON fragments) -> `gzip` (optional
 //! parallel single-member compression) -> `sink` (atomic file output), driven by
 //! `pipeline`, which runs formatting and writing on their own thread.
+//! The tools over existing trace files read them through `members` (gzip member decoding)
+//! and `lexer` (the strict streaming JSON lexer): `check` (trace rules, `kinetrace check`),
+//! `split` (`kinetrace split` / `filter`, and `keep=` / `split_mb=` at export time);
+//! `recompress` (`kinetrace compress`) needs only `members`.
 //! The Python bindings live in `python` and are compiled only with the `python` feature.
 
 pub mod check;
