@@ -1,0 +1,171 @@
+"""CUDA-graph annotations: a mapping graph node id -> annotation, baked into the trace as
+torch 2.15's exporter does (``annotations=``, ``graph_lanes=``, ``default_stream=``).
+
+An annotation is a dict (or a list of dicts) as ``torch.cuda.graph_annotations`` records
+it. Each one is rendered here once, the way torch renders it per event (values
+stringified, one ``json.dumps`` with the braces stripped, non-dicts skipped, ``"stream"``
+taken out as the event's lane, ``"Process Group Description"`` as the lane's name); the
+Rust writer matches events to them through the ``"graph node id"`` in their metadata and
+does the rest (lane moves, held-back ``gpu_user_annotation`` events, lane names).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import operator
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["GRAPH_LANES", "Graphs", "prepare"]
+
+#: The values ``graph_lanes`` takes.
+GRAPH_LANES = ("all", "none")
+
+_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+_LANE_NAME_KEY = "Process Group Description"
+# The same pattern torch searches the metadata text with (for the header flag).
+_GNODE_RE = re.compile(r'"graph node id":\s*(\d+)')
+_INT64 = (-(2**63), 2**63 - 1)
+
+#: One rendered annotation: (node id, args members or None, lane or None, lane name or None).
+Entry = tuple[int, "str | None", "int | None", "str | None"]
+
+
+@dataclass(frozen=True)
+class Graphs:
+    """The annotations of one export, rendered, and its lane mode."""
+
+    #: The original mapping (the header flag looks nodes up in it, as torch does).
+    mapping: Mapping[Any, Any]
+    entries: list[Entry]
+    lanes_all: bool
+    default_stream: int
+
+    def native(self, inline_annotated: bool) -> tuple[Any, ...]:
+        """The arguments of ``_Exporter.set_graph_annotations``."""
+        digits, spaces = _char_classes()
+        return (
+            self.entries,
+            self.lanes_all,
+            self.default_stream,
+            digits,
+            spaces,
+            inline_annotated,
+        )
+
+    def inline_annotated(self, activities: Sequence[Any], get: Mapping[str, Any]) -> bool:
+        """Whether some work activity's node has an annotation (the header flag).
+
+        Torch's rule, read the same way: stops at the first one, so it usually reads a
+        handful of activities; a trace whose annotations match nothing is read in full.
+        """
+        category, metadata_json = get["type"], get["metadata_json"]
+        lookup = self.mapping.get
+        for act in activities:
+            if category(act) in _WORK_CATEGORIES:
+                md = metadata_json(act)
+                if md:
+                    match = _GNODE_RE.search(md)
+                    if lookup(int(match.group(1)) if match else 0):
+                        return True
+        return False
+
+
+def prepare(annotations: Mapping[Any, Any] | None, graph_lanes: str, default_stream: int) -> Graphs | None:
+    """Checks the arguments as torch does and renders the annotations; None when there
+    are none (an empty mapping means the same as None).
+
+    Raises:
+        ValueError: ``graph_lanes`` is not ``"all"`` or ``"none"``, ``"all"`` comes
+            without annotations (torch's messages), or an annotation's ``"stream"`` is not
+            an integer in the signed 64-bit range.
+        TypeError: ``default_stream`` is not an int, or ``annotations`` not a mapping.
+    """
+    if graph_lanes not in GRAPH_LANES:
+        raise ValueError(f"graph_lanes must be 'all' or 'none', got {graph_lanes!r}")
+    if graph_lanes == "all" and not annotations:
+        raise ValueError(
+            "graph_lanes='all' needs cuda_graph_annotations: without them every graphed "
+            "event would land on default_stream, which loses the stream layout and names "
+            "nothing in return"
+        )
+    if isinstance(default_stream, bool) or not isinstance(default_stream, int):
+        raise TypeError(f"default_stream must be an int, not {type(default_stream).__name__}")
+    if not _INT64[0] <= default_stream <= _INT64[1]:
+        raise ValueError(f"default_stream must fit in 64 bits, got {default_stream}")
+    if not annotations:
+        return None
+    if not isinstance(annotations, Mapping) and not hasattr(annotations, "get"):
+        raise TypeError(
+            f"annotations must be a mapping of graph node id to annotation, "
+            f"not {type(annotations).__name__}"
+        )
+    entries: list[Entry] = []
+    for key in list(annotations.keys()):
+        node = _node_id(key)
+        if node is None:
+            continue
+        annotation = annotations.get(node)
+        if not annotation:
+            continue
+        args, stream, lane_name = _render(annotation)
+        if args is None and stream is None and lane_name is None:
+            continue
+        if stream is not None and not _INT64[0] <= stream <= _INT64[1]:
+            raise ValueError(f"annotation of graph node {node}: stream {stream} is out of range")
+        entries.append((node, args, stream, lane_name))
+    return Graphs(annotations, entries, graph_lanes == "all", default_stream)
+
+
+def _node_id(key: Any) -> int | None:
+    """The graph node id ``key`` stands for (what ``get(node_id)`` would find it with),
+    or None when no event can name it (not an integer, zero, negative, past 64 bits)."""
+    try:
+        node = operator.index(key)
+    except TypeError:
+        if not isinstance(key, float) or not key.is_integer():
+            return None
+        node = int(key)
+    return node if 0 < node < 2**64 else None
+
+
+def _render(annotation: Any) -> tuple[str | None, int | None, str | None]:
+    """Torch's ``_annotation_args``: the args members, the lane, the lane name."""
+    stream: int | None = None
+    lane_name: str | None = None
+    chunks: list[str] = []
+    for ann in annotation if isinstance(annotation, list) else [annotation]:
+        if not isinstance(ann, dict):
+            continue
+        if lane_name is None and _LANE_NAME_KEY in ann:
+            lane_name = str(ann[_LANE_NAME_KEY])
+        norm: dict[str, Any] = {}
+        for key, value in ann.items():
+            if key == "stream":
+                stream = int(value)
+            else:
+                norm[str(key)] = str(value)
+        if norm:
+            chunks.append(json.dumps(norm)[1:-1])
+    return (", ".join(chunks) if chunks else None), stream, lane_name
+
+
+@functools.cache
+def _char_classes() -> tuple[list[tuple[int, int, int]], list[int]]:
+    """This Python's ``\\d`` (runs of (first, last, zero)) and ``\\s`` (code points) on
+    ``str`` beyond ASCII: torch's patterns use them, and they follow the Unicode version."""
+    every = "".join(map(chr, range(0x80, sys.maxunicode + 1)))
+    digits: list[tuple[int, int, int]] = []
+    for match in re.finditer(r"\d", every):
+        cp = ord(match.group())
+        zero = cp - int(match.group())
+        if digits and digits[-1][1] == cp - 1 and digits[-1][2] == zero:
+            digits[-1] = (digits[-1][0], cp, zero)
+        else:
+            digits.append((cp, cp, zero))
+    spaces = [ord(m.group()) for m in re.finditer(r"\s", every)]
+    return digits, spaces
