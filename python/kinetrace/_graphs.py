@@ -82,8 +82,11 @@ def prepare(annotations: Mapping[Any, Any] | None, graph_lanes: str, default_str
     Raises:
         ValueError: ``graph_lanes`` is not ``"all"`` or ``"none"``, ``"all"`` comes
             without annotations (torch's messages), or an annotation's ``"stream"`` is not
-            an integer in the signed 64-bit range.
-        TypeError: ``default_stream`` is not an int, or ``annotations`` not a mapping.
+            an integer (what ``int()`` raises) in the signed 64-bit range. Torch raises
+            the latter only when an event of that node is written; here it is raised
+            before anything is written, whether or not an event matches.
+        TypeError: ``default_stream`` is not an int, ``annotations`` not a mapping, or an
+            annotation's ``"stream"`` cannot be converted by ``int()``.
     """
     if graph_lanes not in GRAPH_LANES:
         raise ValueError(f"graph_lanes must be 'all' or 'none', got {graph_lanes!r}")
@@ -112,7 +115,11 @@ def prepare(annotations: Mapping[Any, Any] | None, graph_lanes: str, default_str
         annotation = annotations.get(node)
         if not annotation:
             continue
-        args, stream, lane_name = _render(annotation)
+        try:
+            args, stream, lane_name = _render(annotation)
+        except (TypeError, ValueError) as exc:
+            # Torch fails the same way, once an event of that node is written.
+            raise type(exc)(f"annotation of graph node {node}: stream: {exc}") from exc
         if args is None and stream is None and lane_name is None:
             continue
         if stream is not None and not _INT64[0] <= stream <= _INT64[1]:
