@@ -243,7 +243,9 @@ def test_default_stream_on_seen_and_new_lanes(default_stream, tmp_path):
 
 def test_what_the_lanes_look_like(tmp_path):
     result = FakeResult(graph_replay_set(replays=1))
-    text = compare_graphs(result, tmp_path, ANNOTATION_MAPS["all_lanes"], "all", suffixes=(".json",))
+    text = compare_graphs(
+        result, tmp_path, ANNOTATION_MAPS["all_lanes"], "all", suffixes=(".json",)
+    )
     events = strict_loads(text)["traceEvents"]
     moved = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     graphed = [e for e in moved if e.get("args", {}).get("graph node id")]
@@ -310,9 +312,7 @@ def test_background_export_with_annotations(tmp_path):
 # Random annotation maps
 # ------------------------------------------------------------------------------------------
 
-_texts = st.text(
-    st.one_of(st.characters(), st.sampled_from(list('"\\\n\t\x00é😀'))), max_size=8
-)
+_texts = st.text(st.one_of(st.characters(), st.sampled_from(list('"\\\n\t\x00é😀'))), max_size=8)
 _fields = st.dictionaries(
     st.one_of(_texts.filter(lambda k: k != "stream"), st.integers(-5, 5), st.none()),
     st.one_of(_texts, st.integers(), st.floats(), st.none(), st.lists(st.integers(), max_size=2)),
@@ -321,12 +321,16 @@ _fields = st.dictionaries(
 _one = st.one_of(
     _fields,
     _fields.map(lambda d: {**d, "stream": 0}),
-    st.builds(lambda d, s: {**d, "stream": s}, _fields, st.integers(-3, 40) | st.sampled_from(["7", " 31 ", True])),
+    st.builds(
+        lambda d, s: {**d, "stream": s},
+        _fields,
+        st.integers(-3, 40) | st.sampled_from(["7", " 31 ", True]),
+    ),
     st.builds(lambda d, n: {**d, "Process Group Description": n}, _fields, _texts | st.integers()),
     st.sampled_from(["bare", 0, None, 3.5]),
 )
 _annotation = st.one_of(_one, st.lists(_one, max_size=3))
-_nodes = st.sampled_from(all_nodes(2, 8) + [1, 2, 5, 7, 12345])
+_nodes = st.sampled_from([*all_nodes(2, 8), 1, 2, 5, 7, 12345])
 annotation_maps = st.dictionaries(_nodes, _annotation, max_size=12)
 
 
@@ -337,7 +341,9 @@ annotation_maps = st.dictionaries(_nodes, _annotation, max_size=12)
     workers=st.integers(1, 3),
     suffix=st.sampled_from(SUFFIXES),
 )
-def test_random_annotation_maps(annotations, lanes, default_stream, workers, suffix, tmp_path_factory):
+def test_random_annotation_maps(
+    annotations, lanes, default_stream, workers, suffix, tmp_path_factory
+):
     result = FakeResult(graph_replay_set(replays=2))
     tmp_path = tmp_path_factory.mktemp("graphs")
     if lanes == "all" and not annotations:

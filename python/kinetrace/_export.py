@@ -505,7 +505,7 @@ def export_chrome_trace(
     with fifo_reader_ready(trace_name):
         exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))
     if graphs is not None:
-        inline = graphs.inline_annotated(activities, activity_getters(activities))
+        inline = graphs.inline_annotated(activities)
         exporter.set_graph_annotations(*graphs.native(inline))
     worker_outputs: list[str] = []
     handed_over = False  # a background handle removes the worker outputs when done

@@ -57,17 +57,16 @@ class Graphs:
             inline_annotated,
         )
 
-    def inline_annotated(self, activities: Sequence[Any], get: Mapping[str, Any]) -> bool:
+    def inline_annotated(self, activities: Sequence[Any]) -> bool:
         """Whether some work activity's node has an annotation (the header flag).
 
         Torch's rule, read the same way: stops at the first one, so it usually reads a
         handful of activities; a trace whose annotations match nothing is read in full.
         """
-        category, metadata_json = get["type"], get["metadata_json"]
         lookup = self.mapping.get
         for act in activities:
-            if category(act) in _WORK_CATEGORIES:
-                md = metadata_json(act)
+            if act.type() in _WORK_CATEGORIES:
+                md = act.metadata_json()
                 if md:
                     match = _GNODE_RE.search(md)
                     if lookup(int(match.group(1)) if match else 0):
@@ -75,7 +74,9 @@ class Graphs:
         return False
 
 
-def prepare(annotations: Mapping[Any, Any] | None, graph_lanes: str, default_stream: int) -> Graphs | None:
+def prepare(
+    annotations: Mapping[Any, Any] | None, graph_lanes: str, default_stream: int
+) -> Graphs | None:
     """Checks the arguments as torch does and renders the annotations; None when there
     are none (an empty mapping means the same as None).
 
