@@ -218,6 +218,9 @@ fn char_at(s: &[u8], i: usize) -> Option<(u32, usize)> {
     }
 }
 
+/// A lane events were moved to: (device, lane) -> (ts of the last one, its name).
+type Lanes = BTreeMap<(i64, i64), (i64, Option<Vec<u8>>)>;
+
 /// What formatting learns for the end of the trace (see the module docs).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct GraphState {
@@ -227,8 +230,8 @@ pub struct GraphState {
     /// Held-back `gpu_user_annotation` events: their text and (device, lane, end offset).
     deferred_text: Vec<u8>,
     deferred: Vec<(i64, i64, usize)>,
-    /// Lanes events were moved to: (device, lane) -> (ts of the last one, lane name).
-    lanes: BTreeMap<(i64, i64), (i64, Option<Vec<u8>>)>,
+    /// Lanes events were moved to.
+    lanes: Lanes,
 }
 
 impl GraphState {

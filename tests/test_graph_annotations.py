@@ -22,11 +22,13 @@ from hypothesis import strategies as st
 import kinetrace
 from activities import (
     PID,
+    T0,
     Clock,
     FakeActivity,
     FakeResult,
     assert_same_bytes,
     expected_base,
+    is_strict_json,
     kernel_metadata,
     read_trace,
     single_member_text,
@@ -357,3 +359,63 @@ def test_random_annotation_maps(
         workers=(workers,),
         suffixes=(suffix,),
     )
+
+
+def _graphed_kernel(md: str) -> FakeActivity:
+    return FakeActivity(
+        name="k", type="kernel", device_id=0, resource_id=20, timestamp=T0 + 5_000, metadata_json=md
+    )
+
+
+def test_strict_json_repair_applies_to_graphed_metadata(tmp_path):
+    """Invalid metadata on a graphed kernel is repaired as any metadata is; the annotation
+    and the rewritten stream are still there (torch's file would not parse)."""
+    md = '"stream": 20, "bad": NaN, "path": "C:\\dir", "graph node id": 5'
+    result = FakeResult([_graphed_kernel(md)])
+    path = tmp_path / "t.json"
+    annotations = {5: {"name": 'a "q"', "Process Group Description": "pg"}}
+    kinetrace.export_chrome_trace(result, path, None, annotations, "all", 7)
+    trace = strict_loads(path.read_bytes())
+    (event,) = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    assert event["tid"] == 7
+    assert event["args"] == {
+        "stream": 7,
+        "bad": "NaN",
+        "path": "C:\\dir",
+        "graph node id": 5,
+        "name": 'a "q"',
+        "Process Group Description": "pg",
+        "original_stream": 20,
+    }
+    assert trace["cudaGraphInlineAnnotated"] is True
+    names = [e for e in trace["traceEvents"] if e.get("name") == "thread_name"]
+    assert names[-1]["tid"] == 7 and names[-1]["args"]["name"] == "pg"
+
+
+@pytest.mark.parametrize(
+    ("spelling", "node"),
+    [
+        ('"graph node id":\u00a0\u0665', 5),  # \s and \d on str are Unicode classes
+        ('"graph node id": 0005', 5),
+        ('"graph node id": x, "graph node id": 6', 6),  # the search goes on
+        ('"graph node id": 99999999999999999999999', None),  # graphed, matches nothing
+    ],
+)
+def test_node_ids_are_found_as_torch_finds_them(spelling, node, tmp_path):
+    md = f'"stream": 20, {spelling}'
+    result = FakeResult([_graphed_kernel(md)])
+    annotations = {5: {"name": "five"}, 6: {"name": "six"}}
+    base = expected_base(result)
+    path = tmp_path / "t.json"
+    expected = torch_text(result, str(path), base, annotations, "all", 7)
+    kinetrace.export_chrome_trace(result, path, None, annotations, "all", 7, base_time_ns=base)
+    actual = path.read_bytes()
+    if is_strict_json(expected):
+        assert_same_bytes(expected, actual)
+    line = next(li for li in actual.splitlines() if b'"cat":"kernel"' in li)
+    torch_line = next(li for li in expected.splitlines() if b'"cat":"kernel"' in li)
+    assert b'"tid":7' in line and b'"tid":7' in torch_line
+    if node is not None:
+        name = {5: b'"name": "five"', 6: b'"name": "six"'}[node]
+        assert name in line and name in torch_line
+    strict_loads(actual)
