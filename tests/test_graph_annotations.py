@@ -419,3 +419,9 @@ def test_node_ids_are_found_as_torch_finds_them(spelling, node, tmp_path):
         name = {5: b'"name": "five"', 6: b'"name": "six"'}[node]
         assert name in line and name in torch_line
     strict_loads(actual)
+
+
+def test_built_in_character_classes_are_this_pythons():
+    from kinetrace import _graphs
+
+    assert _graphs._char_classes() == _graphs._scan_char_classes()
