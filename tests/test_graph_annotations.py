@@ -26,6 +26,7 @@ from activities import (
     Clock,
     FakeActivity,
     FakeResult,
+    Raise,
     assert_same_bytes,
     expected_base,
     is_strict_json,
@@ -425,3 +426,11 @@ def test_built_in_character_classes_are_this_pythons():
     from kinetrace import _graphs
 
     assert _graphs._char_classes() == _graphs._scan_char_classes()
+
+
+def test_accessor_error_while_looking_for_annotated_nodes_leaves_no_file(tmp_path):
+    boom = FakeActivity(type="kernel", metadata_json=Raise(RuntimeError("accessor failed")))
+    result = FakeResult([boom])
+    with pytest.raises(RuntimeError, match="accessor failed"):
+        kinetrace.export_chrome_trace(result, tmp_path / "t.json", None, {5: {"a": 1}})
+    assert list(tmp_path.iterdir()) == []

@@ -504,12 +504,12 @@ def export_chrome_trace(
     n_workers = _resolve_workers(workers, len(activities))
     with fifo_reader_ready(trace_name):
         exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))
-    if graphs is not None:
-        inline = graphs.inline_annotated(activities)
-        exporter.set_graph_annotations(*graphs.native(inline))
     worker_outputs: list[str] = []
     handed_over = False  # a background handle removes the worker outputs when done
     try:
+        if graphs is not None:
+            inline = graphs.inline_annotated(activities)
+            exporter.set_graph_annotations(*graphs.native(inline))
         bar = _ProgressBar(len(activities), trace_name, exporter) if progress else None
         try:
             if n_workers > 1:
