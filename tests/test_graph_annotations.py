@@ -434,3 +434,10 @@ def test_accessor_error_while_looking_for_annotated_nodes_leaves_no_file(tmp_pat
     with pytest.raises(RuntimeError, match="accessor failed"):
         kinetrace.export_chrome_trace(result, tmp_path / "t.json", None, {5: {"a": 1}})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_annotations_must_be_a_mapping(tmp_path):
+    result = FakeResult(graph_replay_set(replays=1))
+    with pytest.raises(TypeError, match="mapping of graph node id"):
+        kinetrace.export_chrome_trace(result, tmp_path / "t.json", None, [(1, {"a": 1})])
+    assert list(tmp_path.iterdir()) == []

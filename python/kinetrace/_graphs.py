@@ -105,7 +105,7 @@ def prepare(
         raise ValueError(f"default_stream must fit in 64 bits, got {default_stream}")
     if not annotations:
         return None
-    if not isinstance(annotations, Mapping) and not hasattr(annotations, "get"):
+    if not (hasattr(annotations, "keys") and hasattr(annotations, "get")):
         raise TypeError(
             f"annotations must be a mapping of graph node id to annotation, "
             f"not {type(annotations).__name__}"
