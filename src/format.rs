@@ -6,6 +6,7 @@
 //! [`push_tail`] (span, iteration start, window end, `traceName`).
 
 use crate::fragment::{self, Outcome};
+use crate::graphs::{self, GraphState};
 use crate::render::{push_int, push_json_string, push_micros};
 use crate::trace::{is_kernel, needs_correlation_id, Batch, Summary, Timing};
 
@@ -18,6 +19,8 @@ pub struct Header {
     pub metadata: Vec<(Vec<u8>, Vec<u8>)>,
     /// Integer keys written after the metadata (the CUDA runtime and driver versions).
     pub versions: Vec<(String, i64)>,
+    /// `"cudaGraphInlineAnnotated": true`: some graphed work event has an annotation.
+    pub inline_annotated: bool,
 }
 
 /// `"ts"` of an event: nanoseconds relative to the base, clamped at 0, in microseconds.
@@ -44,7 +47,11 @@ pub fn push_header(out: &mut Vec<u8>, summary: &Summary, header: &Header) {
     }
     out.extend_from_slice(b"\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": ");
     push_int(out, summary.base_ns);
-    out.extend_from_slice(b",\n\"traceEvents\": [\n");
+    out.extend_from_slice(b",\n");
+    if header.inline_annotated {
+        out.extend_from_slice(b"\"cudaGraphInlineAnnotated\": true,\n");
+    }
+    out.extend_from_slice(b"\"traceEvents\": [\n");
 }
 
 /// One `"ph":"M"` event; `pid` is written as given (a number, or a quoted name).
@@ -149,13 +156,20 @@ pub fn push_process_events(out: &mut Vec<u8>, summary: &Summary) -> u64 {
 }
 
 /// Formats every activity of `batch` (and its flow event, if any). The batch must have
-/// passed [`Batch::validate`] against `summary`. Returns the number of events written.
-pub fn push_batch(out: &mut Vec<u8>, summary: &Summary, batch: &Batch) -> u64 {
+/// passed [`Batch::validate`] against `summary`. With CUDA-graph annotations, `graph`
+/// collects what the end of the trace needs. Returns the number of events written.
+pub fn push_batch(
+    out: &mut Vec<u8>,
+    summary: &Summary,
+    batch: &Batch,
+    graph: &mut GraphState,
+) -> u64 {
     let timings = &summary.timings[batch.start..batch.start + batch.len()];
     let mut correlation_ids = batch.correlation_ids.iter();
     let mut flows = batch.flows.iter();
     let mut comms = batch.comms_metadata.iter();
     let mut events = 0;
+    let (mut extra, mut rewritten) = (Vec::new(), Vec::new());
     for (i, t) in timings.iter().enumerate() {
         let cat = batch.categories.get(i);
         let linked = batch.linked_correlation_ids[i];
@@ -171,23 +185,59 @@ pub fn push_batch(out: &mut Vec<u8>, summary: &Summary, batch: &Batch) -> u64 {
         } else {
             &[]
         };
+        let mut metadata = batch.metadata.get(i);
+        let mut placed = *t;
+        let mut deferred = false;
+        extra.clear();
+        if let Some(annotations) = &summary.graphs {
+            if graphs::is_work(cat) {
+                if !metadata.is_empty() {
+                    rewritten.clear();
+                    let (tid, md_rewritten) = annotations.apply(
+                        metadata,
+                        (t.device, t.tid, t.ts),
+                        graph,
+                        &mut extra,
+                        &mut rewritten,
+                    );
+                    placed.tid = tid;
+                    if md_rewritten {
+                        metadata = &rewritten;
+                    }
+                }
+                graph.note_work(placed.device, placed.tid);
+            } else {
+                deferred = cat == graphs::USER_ANNOTATION;
+            }
+        }
+        let mark = out.len();
         push_activity(
             out,
             summary,
-            t,
+            &placed,
             cat,
             batch.names.get(i),
             external_id,
-            batch.metadata.get(i),
+            metadata,
             comms_metadata,
+            &extra,
         );
+        if deferred {
+            // Written at the end, where its lane kept work; its flow is never written.
+            graph.defer(placed.device, placed.tid, &out[mark..]);
+            out.truncate(mark);
+            if batch.flow_ids[i] > 0 {
+                flows.next();
+            }
+            continue;
+        }
         events += 1;
         if batch.flow_ids[i] > 0 {
             if let Some(flow) = flows.next() {
                 push_flow(
                     out,
                     summary,
-                    t,
+                    &placed,
                     batch.flow_ids[i],
                     flow.flow_type,
                     flow.start,
@@ -195,6 +245,45 @@ pub fn push_batch(out: &mut Vec<u8>, summary: &Summary, batch: &Batch) -> u64 {
                 events += 1;
             }
         }
+    }
+    events
+}
+
+/// What a trace with CUDA-graph annotations writes after its activities: the held-back
+/// `gpu_user_annotation` events whose lane kept work, then the names and sort indices of
+/// the lanes events were moved to that the first pass did not see. Returns the count.
+pub fn push_graph_closing(out: &mut Vec<u8>, summary: &Summary, graph: &GraphState) -> u64 {
+    let mut events = 0;
+    for text in graph.kept_deferred() {
+        out.extend_from_slice(text);
+        events += 1;
+    }
+    for ((device, tid), ts, name) in graph.lanes() {
+        if summary
+            .threads
+            .binary_search_by(|(key, _)| key.cmp(&(device, tid)))
+            .is_ok()
+        {
+            continue;
+        }
+        let ts = rel_text(summary, ts.into());
+        let pid = int_text(device);
+        let mut value = Vec::new();
+        match name {
+            Some(name) if !name.is_empty() => push_json_string(&mut value, name),
+            _ => push_json_string(&mut value, format!("stream {tid} ").as_bytes()),
+        }
+        push_metadata_event(out, "thread_name", &ts, &pid, tid, "name", &value);
+        push_metadata_event(
+            out,
+            "thread_sort_index",
+            &ts,
+            &pid,
+            tid,
+            "sort_index",
+            &int_text(tid),
+        );
+        events += 2;
     }
     events
 }
@@ -221,6 +310,7 @@ fn push_activity(
     external_id: i64,
     metadata: &[u8],
     comms_metadata: &[u8],
+    extra: &[u8],
 ) {
     let instant = cat == b"cpu_instant_event";
     out.extend_from_slice(if instant {
@@ -236,18 +326,27 @@ fn push_activity(
         out.extend_from_slice(b",\"dur\":");
         push_micros(out, t.dur.max(0).into());
     }
-    push_args(out, external_id, metadata, comms_metadata);
+    push_args(out, external_id, metadata, comms_metadata, extra);
     out.extend_from_slice(b"},\n");
 }
 
-/// `,"args":{...}` joining the External id and the fragments with ",", as torch does.
+/// `,"args":{...}` joining the External id, the fragments and `extra` (members that are
+/// already valid JSON: the CUDA-graph annotation) with ",", as torch does.
 ///
 /// Torch appends any non-empty fragment. A whitespace-only fragment is valid JSON only
 /// when it is the sole part (`"args":{ }`); beside other parts it would leave a dangling
 /// comma, so there it is dropped.
-fn push_args(out: &mut Vec<u8>, external_id: i64, metadata: &[u8], comms_metadata: &[u8]) {
+fn push_args(
+    out: &mut Vec<u8>,
+    external_id: i64,
+    metadata: &[u8],
+    comms_metadata: &[u8],
+    extra: &[u8],
+) {
     let fragments = [metadata, comms_metadata];
-    let parts = usize::from(external_id != 0) + fragments.iter().filter(|f| !f.is_empty()).count();
+    let parts = usize::from(external_id != 0)
+        + fragments.iter().filter(|f| !f.is_empty()).count()
+        + usize::from(!extra.is_empty());
     if parts == 0 {
         return;
     }
@@ -268,6 +367,12 @@ fn push_args(out: &mut Vec<u8>, external_id: i64, metadata: &[u8], comms_metadat
             out.truncate(before);
             blank = Some(frag);
         }
+    }
+    if !extra.is_empty() {
+        if out.len() > body {
+            out.push(b',');
+        }
+        out.extend_from_slice(extra);
     }
     if out.len() == body {
         match blank {
@@ -379,7 +484,10 @@ mod tests {
         batch.correlation_ids = vec![17];
         batch.validate(&summary).unwrap();
         let mut out = Vec::new();
-        assert_eq!(push_batch(&mut out, &summary, &batch), 1);
+        assert_eq!(
+            push_batch(&mut out, &summary, &batch, &mut GraphState::default()),
+            1
+        );
         assert_eq!(
             text(&out),
             "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"op \\\"x\\\"\",\"pid\":42,\"tid\":42,\
@@ -392,7 +500,7 @@ mod tests {
         let (summary, mut batch) = one_activity("cpu_instant_event", -5, 0, "");
         batch.correlation_ids = vec![0];
         let mut out = Vec::new();
-        push_batch(&mut out, &summary, &batch);
+        push_batch(&mut out, &summary, &batch, &mut GraphState::default());
         assert_eq!(
             text(&out),
             "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_instant_event\",\"name\":\"op \\\"x\\\"\",\
@@ -401,7 +509,7 @@ mod tests {
         let (summary, mut batch) = one_activity("cpu_op", -5, 0, "");
         batch.correlation_ids = vec![0];
         out.clear();
-        push_batch(&mut out, &summary, &batch);
+        push_batch(&mut out, &summary, &batch, &mut GraphState::default());
         assert!(text(&out).contains("\"dur\":0.000}"));
     }
 
@@ -416,7 +524,10 @@ mod tests {
         batch.comms_metadata = StrColumn::from_iter([r#""Collective name": "allreduce""#]);
         batch.validate(&summary).unwrap();
         let mut out = Vec::new();
-        assert_eq!(push_batch(&mut out, &summary, &batch), 2);
+        assert_eq!(
+            push_batch(&mut out, &summary, &batch, &mut GraphState::default()),
+            2
+        );
         let s = text(&out);
         assert!(s.contains(
             "\"args\":{\"External id\": 99,\"stream\": 7,\"Collective name\": \"allreduce\"}},\n"
@@ -430,16 +541,16 @@ mod tests {
     #[test]
     fn blank_fragment_only_when_alone() {
         let mut out = Vec::new();
-        push_args(&mut out, 0, b"  ", b"");
+        push_args(&mut out, 0, b"  ", b"", b"");
         assert_eq!(text(&out), ",\"args\":{  }");
         out.clear();
-        push_args(&mut out, 3, b"  ", b"");
+        push_args(&mut out, 3, b"  ", b"", b"");
         assert_eq!(text(&out), ",\"args\":{\"External id\": 3}");
         out.clear();
-        push_args(&mut out, 0, b" ", b" ");
+        push_args(&mut out, 0, b" ", b" ", b"");
         assert_eq!(text(&out), "");
         out.clear();
-        push_args(&mut out, 0, b"", b"");
+        push_args(&mut out, 0, b"", b"", b"");
         assert_eq!(text(&out), "");
     }
 
@@ -483,11 +594,12 @@ mod tests {
                 (b"n".to_vec(), b"Infinity".to_vec()),
             ],
             versions: vec![("cuda_runtime_version".into(), 12080)],
+            inline_annotated: false,
         };
         let mut out = Vec::new();
         push_header(&mut out, &summary, &header);
         push_process_events(&mut out, &summary);
-        push_batch(&mut out, &summary, &batch);
+        push_batch(&mut out, &summary, &batch, &mut GraphState::default());
         push_tail(&mut out, &summary, b"C:\\t.json");
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["k\"ey"], "C:\\dir");
@@ -525,7 +637,7 @@ mod throughput {
         };
         let mut out = Vec::with_capacity(200 << 20);
         let t = std::time::Instant::now();
-        push_batch(&mut out, &summary, &batch);
+        push_batch(&mut out, &summary, &batch, &mut GraphState::default());
         let dt = t.elapsed().as_secs_f64();
         let t = std::time::Instant::now();
         let mut valid = 0;

@@ -2,7 +2,8 @@
 //!
 //! Data flows through the modules in this order:
 //! `trace` (columnar batches and the first-pass summary) -> `format` (event text, using
-//! `render` for numbers/strings and `fragment` for JSON fragments) -> `gzip` (optional
+//! `render` for numbers/strings, `fragment` for JSON fragments and `graphs` for CUDA-graph
+//! annotations) -> `gzip` (optional
 //! parallel single-member compression) -> `sink` (atomic file output), driven by
 //! `pipeline`, which runs formatting and writing on their own thread.
 //! The tools over existing trace files read them through `members` (gzip member decoding)
@@ -15,6 +16,7 @@ pub mod check;
 pub mod error;
 pub mod format;
 pub mod fragment;
+pub mod graphs;
 pub mod gzip;
 pub(crate) mod lexer;
 pub(crate) mod members;

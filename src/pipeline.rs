@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crate::error::{panic_message, Error, Result};
 use crate::format::{self, Header};
+use crate::graphs::{GraphAnnotations, GraphState};
 use crate::sink::{Encoding, Sink, SinkStats};
 use crate::trace::{Batch, FirstPass, Summary};
 
@@ -73,7 +74,8 @@ pub struct SliceOutput {
 enum Job {
     Header(Box<Header>),
     Batch(Box<Batch>),
-    Append(SliceOutput),
+    /// A worker's slice, and its CUDA-graph state (see `graphs`).
+    Append(SliceOutput, Option<Box<GraphState>>),
     Tail(Vec<u8>),
     /// Makes the writer thread panic: lets tests check that a panic becomes an error.
     PanicForTests,
@@ -186,8 +188,10 @@ fn run_writer(
     mut sink: Sink,
     written: &AtomicU64,
     framing: Framing,
+    graph_out: &Mutex<Option<GraphState>>,
 ) -> Result<ExportStats> {
     let mut buf = Vec::with_capacity(4 << 20);
+    let mut graph = GraphState::default();
     let mut events = match framing {
         Framing::Whole => format::push_process_events(&mut buf, summary),
         Framing::Slice => 0,
@@ -206,7 +210,7 @@ fn run_writer(
             Job::Batch(batch) => {
                 batch.validate(summary)?;
                 buf.clear();
-                events += format::push_batch(&mut buf, summary, &batch);
+                events += format::push_batch(&mut buf, summary, &batch, &mut graph);
                 for piece in buf.chunks(WRITE_CHUNK) {
                     if queue.is_cancelled() {
                         return Err(Error::Interrupted);
@@ -215,16 +219,22 @@ fn run_writer(
                 }
                 written.fetch_add(buf.len() as u64, Ordering::Relaxed);
             }
-            Job::Append(slice) => {
+            Job::Append(slice, slice_graph) => {
                 let file = std::fs::File::open(&slice.path)
                     .map_err(|e| Error::io(format!("cannot read {}", slice.path.display()), e))?;
                 sink.append_slice(file, slice.text_len, slice.crc)?;
                 events += slice.events;
                 written.fetch_add(slice.text_len, Ordering::Relaxed);
+                if let Some(later) = slice_graph {
+                    graph.merge(*later);
+                }
             }
             Job::PanicForTests => panic!("panic requested by a test"),
             Job::Tail(trace_name) => {
                 buf.clear();
+                if summary.graphs.is_some() {
+                    events += format::push_graph_closing(&mut buf, summary, &graph);
+                }
                 events += format::push_tail(&mut buf, summary, &trace_name);
                 sink.write_all(&buf)?;
                 tail_done = true;
@@ -237,6 +247,9 @@ fn run_writer(
     };
     if !complete {
         return Err(Error::Interrupted);
+    }
+    if framing == Framing::Slice && summary.graphs.is_some() {
+        *graph_out.lock().unwrap_or_else(|p| p.into_inner()) = Some(graph);
     }
     let SinkStats {
         uncompressed_bytes,
@@ -279,6 +292,10 @@ pub struct Exporter {
     stage: Stage,
     queue: Queue,
     framing: Framing,
+    /// CUDA-graph annotations, until `start` hands them to the summary.
+    graphs: Option<GraphAnnotations>,
+    /// A finished slice's CUDA-graph state, for the parent.
+    graph_state: Arc<Mutex<Option<GraphState>>>,
     /// Bytes of event text formatted so far (for progress reports).
     written: Arc<AtomicU64>,
 }
@@ -311,8 +328,32 @@ impl Exporter {
             },
             queue,
             framing,
+            graphs: None,
+            graph_state: Arc::new(Mutex::new(None)),
             written: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// Bakes CUDA-graph annotations into the trace (before [`Exporter::start`]).
+    pub fn set_graph_annotations(&mut self, graphs: GraphAnnotations) -> Result<()> {
+        match self.stage {
+            Stage::FirstPass { .. } => {
+                self.graphs = Some(graphs);
+                Ok(())
+            }
+            _ => Err(Error::State(
+                "annotations are set before the export starts".into(),
+            )),
+        }
+    }
+
+    /// A finished slice's CUDA-graph state (once [`Exporter::wait`] returned it; None for
+    /// an export without annotations).
+    pub fn take_graph_state(&mut self) -> Option<GraphState> {
+        self.graph_state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// Bytes of event text the writer has formatted and written so far.
@@ -339,7 +380,9 @@ impl Exporter {
             }
         };
         let in_place = sink.writes_in_place();
-        let summary = Arc::new(first.finish(base_ns, host_pid));
+        let mut summary = first.finish(base_ns, host_pid);
+        summary.graphs = self.graphs.take();
+        let summary = Arc::new(summary);
         let capacity = match self.queue {
             Queue::Bounded(depth) => depth.max(1),
             Queue::Unbounded => usize::MAX,
@@ -350,12 +393,13 @@ impl Exporter {
             let summary = Arc::clone(&summary);
             let queue = Arc::clone(&queue);
             let written = Arc::clone(&self.written);
+            let graph_out = Arc::clone(&self.graph_state);
             let framing = self.framing;
             thread::Builder::new()
                 .name("kinetrace-writer".into())
                 .spawn(move || {
                     let result = catch_unwind(AssertUnwindSafe(|| {
-                        run_writer(&summary, &queue, *sink, &written, framing)
+                        run_writer(&summary, &queue, *sink, &written, framing, &graph_out)
                     }))
                     .unwrap_or_else(|p| Err(Error::Panic(panic_message(p.as_ref()))));
                     // Whatever happened, producers must not wait on a queue nobody reads.
@@ -445,8 +489,14 @@ impl Exporter {
 
     /// Queues a worker's finished slice after the events queued so far. While the queue
     /// is full, `interrupted` is called every 50 ms; an error from it abandons the wait.
-    pub fn append_slice(&mut self, slice: SliceOutput, interrupted: &mut Check) -> Result<()> {
-        self.offer_job(Job::Append(slice), interrupted)
+    /// `graph` is the slice's CUDA-graph state, merged after the slices before it.
+    pub fn append_slice(
+        &mut self,
+        slice: SliceOutput,
+        graph: Option<GraphState>,
+        interrupted: &mut Check,
+    ) -> Result<()> {
+        self.offer_job(Job::Append(slice, graph.map(Box::new)), interrupted)
     }
 
     /// Queues the closing events (none for a slice) and closes the queue; then call

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
+use crate::graphs::GraphAnnotations;
 
 /// Trace categories whose own correlation id is not written as "External id".
 pub const EXTERNAL_ID_EXCLUDED: [&[u8]; 7] = [
@@ -176,6 +177,7 @@ impl FirstPass {
             threads: self.threads.into_iter().collect(),
             min_ts: self.min_ts,
             max_end: self.max_end,
+            graphs: None,
         }
     }
 }
@@ -206,6 +208,8 @@ pub struct Summary {
     pub threads: Vec<((i64, i64), i64)>,
     pub min_ts: i128,
     pub max_end: i128,
+    /// CUDA-graph annotations to bake in (None: events are written as reported).
+    pub graphs: Option<GraphAnnotations>,
 }
 
 impl Summary {

@@ -171,7 +171,7 @@ def test_autograd_profile_export_goes_through_kinetrace(tmp_path: Path) -> None:
     "graph_lanes" not in inspect.signature(KINETO_PROFILE.export_chrome_trace).parameters,
     reason="this torch has no graph_lanes",
 )
-def test_torch_only_features_reach_torch(tmp_path: Path) -> None:
+def test_graph_lane_arguments_through_the_installed_methods(tmp_path: Path) -> None:
     _profiler.install()
     prof = torch_profile()
     with pytest.raises(ValueError, match="graph_lanes must be 'all' or 'none'"):
@@ -183,10 +183,15 @@ def test_torch_only_features_reach_torch(tmp_path: Path) -> None:
         work()
     with pytest.raises(ValueError, match="graph_lanes must be 'all' or 'none'"):
         ours.export_chrome_trace(str(tmp_path / "c.json"), graph_lanes="sideways")
-    # an annotated export: torch's Python exporter, through the original autograd method
+    # an annotated export is kinetrace's, with the bytes of torch's Python exporter
     path = tmp_path / "annotated.json"
-    prof.export_chrome_trace(str(path), cuda_graph_annotations={12345: {"tag": "x"}})
-    assert json.loads(path.read_text())["traceEvents"]
+    annotations = {12345: {"tag": "x"}}
+    expected = python_export_bytes(prof.profiler.kineto_results, path, prof._trace_metadata)
+    stats = prof.export_chrome_trace(str(path), cuda_graph_annotations=annotations)
+    assert isinstance(stats, _export.ExportStats)
+    assert path.read_bytes() == expected
+    stats = prof.profiler.export_chrome_trace(str(path), None, False, annotations, "all", 3)
+    assert isinstance(stats, _export.ExportStats)
 
 
 def test_disabled_autograd_profile_behaves_as_torch(tmp_path: Path) -> None:

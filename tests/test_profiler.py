@@ -267,33 +267,39 @@ class TorchExportRecorder:
 
 @needs_graph_lanes
 @pytest.mark.parametrize(
-    ("kwargs", "delegated"),
+    "kwargs",
     [
-        ({}, False),
-        ({"use_python_export": True}, False),
-        ({"cuda_graph_annotations": {}}, False),  # empty: no annotations, as in torch
-        ({"cuda_graph_annotations": {7: {"name": "x"}}}, True),
-        ({"graph_lanes": "all", "cuda_graph_annotations": {7: {}}, "default_stream": 3}, True),
-        ({"graph_lanes": "bogus"}, True),
+        {},
+        {"use_python_export": True},
+        {"cuda_graph_annotations": {}},  # empty: no annotations, as in torch
+        {"cuda_graph_annotations": {7: {"name": "x"}}},
+        {"graph_lanes": "all", "cuda_graph_annotations": {7: {}}, "default_stream": 3},
     ],
 )
-def test_graph_annotations_go_to_torch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any], delegated: bool
+def test_graph_annotations_stay_in_kinetrace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any]
 ) -> None:
     recorder = TorchExportRecorder()
     monkeypatch.setattr(_profiler._KINETO_OWNER, "export_chrome_trace", recorder)
     with profile(activities=CPU) as prof:
         work()
-    path = str(tmp_path / "t.json")
-    outcome = prof.export_chrome_trace(path, **kwargs)
-    if delegated:
-        assert outcome == "torch"
-        assert recorder.calls == [(prof, path, kwargs)]
-        assert not os.path.exists(path)
-    else:
-        assert recorder.calls == []
-        assert isinstance(outcome, _export.ExportStats)
-        assert os.path.exists(path)
+    path = tmp_path / "t.json"
+    annotations = kwargs.get("cuda_graph_annotations")
+    graph_lanes = kwargs.get("graph_lanes", "none")
+    torch_python_export(
+        prof.profiler.kineto_results,
+        str(path),
+        prof._trace_metadata,
+        annotations,
+        graph_lanes,
+        kwargs.get("default_stream", 7),
+    )
+    expected = path.read_bytes()
+    path.unlink()
+    outcome = prof.export_chrome_trace(str(path), **kwargs)
+    assert recorder.calls == []
+    assert isinstance(outcome, _export.ExportStats)
+    assert path.read_bytes() == expected
 
 
 @needs_graph_lanes

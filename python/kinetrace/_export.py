@@ -23,7 +23,7 @@ from itertools import compress
 from operator import methodcaller
 from typing import Any
 
-from kinetrace import _kinetrace
+from kinetrace import _graphs, _kinetrace
 
 __all__ = ["DEFAULT_COMPRESSLEVEL", "ExportHandle", "ExportStats", "export_chrome_trace", "wait"]
 
@@ -378,6 +378,9 @@ def export_chrome_trace(
     source: Any,
     path: str | os.PathLike[str],
     metadata: Mapping[str, Any] | None = None,
+    annotations: Mapping[int, Any] | None = None,
+    graph_lanes: str = "none",
+    default_stream: int = 7,
     *,
     base_time_ns: int | None = None,
     compresslevel: int | None = None,
@@ -413,6 +416,18 @@ def export_chrome_trace(
             ``/dev/null``) is written directly.
         metadata: extra top-level keys; each value is JSON text written as given (made
             valid if it is not).
+        annotations: CUDA-graph annotations, graph node id -> annotation (a dict or a list
+            of dicts), as ``torch.cuda.graph_annotations.get_kernel_annotations()`` returns
+            them: each kernel, memcpy and memset whose metadata names an annotated
+            ``"graph node id"`` gets the annotation's fields in its ``args`` (and the header
+            says ``"cudaGraphInlineAnnotated": true``), as torch 2.15 writes them. An empty
+            mapping means the same as None. See ``kinetrace._graphs``.
+        graph_lanes: ``"none"`` (graphed events stay on their stream; a lane an annotation
+            names is reported as ``args["annotated_stream"]``) or ``"all"`` (graphed events
+            move to the lane their annotation names, else to ``default_stream``; needs
+            ``annotations``).
+        default_stream: the lane of graphed events whose annotation names none
+            (``graph_lanes="all"``).
         base_time_ns: the time base to use instead of the trace's own (for reproducible
             output across exports).
         compresslevel: gzip level 0-9 for ``.gz`` paths (default
@@ -454,7 +469,8 @@ def export_chrome_trace(
             of the wrong type.
         RuntimeError: the profiler has not stopped, or the result has neither
             ``trace_activities()`` nor ``save()``.
-        ValueError: ``compresslevel``, ``threads`` or ``workers`` out of range.
+        ValueError: ``compresslevel``, ``threads`` or ``workers`` out of range; a bad
+            ``graph_lanes``, or ``"all"`` without ``annotations`` (torch's errors).
         OSError: the file cannot be written (its subclass tells why: ``FileNotFoundError``
             for a missing directory, ``IsADirectoryError``, ``PermissionError``, and
             ``OSError`` with ``errno.ENOSPC`` for a full disk). No partial file is left.
@@ -499,6 +515,7 @@ def export_chrome_trace(
 
     if workers is not None:
         _check_range("workers", workers, 1, 256)
+    graphs = _graphs.prepare(annotations, graph_lanes, default_stream)
 
     if not hasattr(result, "trace_activities"):  # torch < 2.13: Kineto's own writer
         from kinetrace import _fallback
@@ -515,6 +532,7 @@ def export_chrome_trace(
                 "base_time_ns": base_time_ns is not None,
                 "workers": workers is not None,
                 "progress": progress,
+                "annotations": graphs is not None,
             },
         )
     activities = result.trace_activities()
@@ -524,6 +542,9 @@ def export_chrome_trace(
     worker_outputs: list[str] = []
     handed_over = False  # a background handle removes the worker outputs when done
     try:
+        if graphs is not None:
+            inline = graphs.inline_annotated(activities)
+            exporter.set_graph_annotations(*graphs.native(inline))
         bar = _ProgressBar(len(activities), trace_name, exporter) if progress else None
         try:
             if n_workers > 1:
@@ -539,6 +560,7 @@ def export_chrome_trace(
                     n_threads,
                     lambda ex: start_writer(ex, result, metadata, base_time_ns),
                     bar,
+                    graphs,
                 )
                 exporter.close(trace_name)
             else:

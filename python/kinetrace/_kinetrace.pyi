@@ -70,8 +70,23 @@ class _Exporter:
         self,
         partial: tuple[int, int, int, list[tuple[int, int]], list[tuple[tuple[int, int], int]]],
     ) -> None: ...
+    def set_graph_annotations(
+        self,
+        entries: list[tuple[int, str | None, int | None, str | None]],
+        lanes_all: bool,
+        default_stream: int,
+        digits: list[tuple[int, int, int]],
+        spaces: list[int],
+        inline_annotated: bool,
+    ) -> None: ...
+    def graph_state(self) -> bytes | None: ...
     def append_slice(
-        self, path: str | PathLike[str], events: int, text_len: int, crc: int | None = None
+        self,
+        path: str | PathLike[str],
+        events: int,
+        text_len: int,
+        crc: int | None = None,
+        graph_state: bytes | None = None,
     ) -> None: ...
     def add_first_pass(
         self,

@@ -7,9 +7,9 @@ subclasses ``torch.profiler.profile`` and overrides only ``export_chrome_trace``
 trace goes through :func:`kinetrace.export_chrome_trace`, whose bytes equal those of torch's
 Python exporter (``use_python_export=True``).
 
-What kinetrace does not do is handed to torch's own exporter: CUDA-graph annotations
-(``cuda_graph_annotations``, ``graph_lanes != "none"``), the Cuspy backend, and legacy
-(non-Kineto) autograd profiles.
+CUDA-graph annotations (``cuda_graph_annotations``, ``graph_lanes``, ``default_stream``) are
+written by kinetrace too. What kinetrace does not do is handed to torch's own exporter: the
+Cuspy backend, and legacy (non-Kineto) autograd profiles.
 """
 
 from __future__ import annotations
@@ -174,11 +174,20 @@ def _export_via_kinetrace(
     path: str | os.PathLike[str],
     metadata: Mapping[str, Any] | None,
     *,
+    cuda_graph_annotations: Mapping[int, Any] | None = None,
+    graph_lanes: str = "none",
+    default_stream: int = 7,
     compresslevel: int | None = None,
     threads: int | None = None,
     background: bool = False,
 ) -> Any:
     options: dict[str, Any] = {}
+    if cuda_graph_annotations is not None or graph_lanes != "none" or default_stream != 7:
+        options.update(
+            annotations=cuda_graph_annotations,
+            graph_lanes=graph_lanes,
+            default_stream=default_stream,
+        )
     if compresslevel is not None:
         options["compresslevel"] = compresslevel
     if threads is not None:
@@ -232,21 +241,23 @@ def _kineto_profile_export_chrome_trace(
 
     Same signature as ``torch.profiler.profile.export_chrome_trace``; the file is written
     by :func:`kinetrace.export_chrome_trace` and equals what torch's Python exporter
-    (``use_python_export=True``) writes. ``use_python_export`` therefore changes nothing.
+    (``use_python_export=True``) writes, CUDA-graph annotations included.
+    ``use_python_export`` therefore changes nothing.
 
-    torch's own implementation runs instead (kinetrace does not do these) when
-    ``cuda_graph_annotations`` is a non-empty mapping or ``graph_lanes`` is not
-    ``"none"`` (CUDA-graph annotations), when the profile uses the Cuspy backend, and when
-    the profiler was never started (torch's ``AssertionError``). Those exports are
-    synchronous and return None whatever ``background`` says.
+    torch's own implementation runs instead (kinetrace does not do these) when the profile
+    uses the Cuspy backend, and when the profiler was never started (torch's
+    ``AssertionError``). Those exports are synchronous and return None whatever
+    ``background`` says.
 
     Args:
         path: destination; ``.gz`` is written as gzip.
         use_python_export: accepted for compatibility (kinetrace writes what torch's Python
             exporter writes).
-        cuda_graph_annotations: CUDA-graph kernel annotations (handled by torch).
-        graph_lanes: ``"none"`` or torch's lane mode (anything else is handled by torch).
-        default_stream: torch's lane for graphed events (with ``graph_lanes="all"``).
+        cuda_graph_annotations: CUDA-graph kernel annotations, graph node id -> annotation
+            (``annotations`` of :func:`kinetrace.export_chrome_trace`).
+        graph_lanes: ``"none"`` or ``"all"`` (move graphed events onto their lanes).
+        default_stream: the lane of graphed events whose annotation names none (with
+            ``graph_lanes="all"``).
         compresslevel: gzip level for ``.gz`` paths (kinetrace's default when None).
         threads: compression threads for ``.gz`` paths.
         background: export on kinetrace's background writer and return its handle.
@@ -255,18 +266,21 @@ def _kineto_profile_export_chrome_trace(
         kinetrace's :class:`~kinetrace.ExportStats` (or a background handle); None when
         torch wrote the trace.
     """
-    if (
-        cuda_graph_annotations
-        or graph_lanes != "none"
-        or getattr(self, "_use_cuspy", False)
-        or self.profiler is None
-    ):
+    if getattr(self, "_use_cuspy", False) or self.profiler is None:
         options = _torch_options(
             use_python_export, cuda_graph_annotations, graph_lanes, default_stream
         )
         return _torch_method(_KINETO_OWNER, _EXPORT)(self, path, **options)
     return _export_via_kinetrace(
-        self, path, None, compresslevel=compresslevel, threads=threads, background=background
+        self,
+        path,
+        None,
+        cuda_graph_annotations=cuda_graph_annotations,
+        graph_lanes=graph_lanes,
+        default_stream=default_stream,
+        compresslevel=compresslevel,
+        threads=threads,
+        background=background,
     )
 
 
@@ -285,23 +299,26 @@ def _autograd_profile_export_chrome_trace(
 ) -> Any:
     """``torch.autograd.profiler.profile.export_chrome_trace`` through kinetrace.
 
-    Installed by :func:`kinetrace.install`. Same signature as torch's; torch's own
-    implementation runs for CUDA-graph annotations (as for ``profile``), for a disabled
-    profiler (``enabled=False``) and where Kineto is not available.
+    Installed by :func:`kinetrace.install`. Same signature as torch's (CUDA-graph
+    annotations are written by kinetrace, as for ``profile``); torch's own implementation
+    runs for a disabled profiler (``enabled=False``) and where Kineto is not available.
     """
-    if (
-        cuda_graph_annotations
-        or graph_lanes != "none"
-        or not getattr(self, "enabled", True)
-        or not torch.autograd.kineto_available()
-    ):
+    if not getattr(self, "enabled", True) or not torch.autograd.kineto_available():
         options = _torch_options(
             use_python_export, cuda_graph_annotations, graph_lanes, default_stream
         )
         original = _torch_method(_AUTOGRAD_OWNER, _EXPORT)
         return original(self, path, metadata, **options)
     return _export_via_kinetrace(
-        self, path, metadata, compresslevel=compresslevel, threads=threads, background=background
+        self,
+        path,
+        metadata,
+        cuda_graph_annotations=cuda_graph_annotations,
+        graph_lanes=graph_lanes,
+        default_stream=default_stream,
+        compresslevel=compresslevel,
+        threads=threads,
+        background=background,
     )
 
 
@@ -519,8 +536,8 @@ def install() -> None:
     Afterwards ``torch.profiler.profile(...).export_chrome_trace(path)``,
     ``torch.autograd.profiler.profile(...).export_chrome_trace(path)`` and
     ``torch.profiler.tensorboard_trace_handler(...)`` (looked up from ``torch.profiler``
-    or ``torch.profiler.profiler`` after this call) use kinetrace; calls asking for what
-    only torch does (CUDA-graph annotations, Cuspy) still reach torch's code. Installing
+    or ``torch.profiler.profiler`` after this call) use kinetrace (CUDA-graph annotations
+    included); calls asking for what only torch does (Cuspy) still reach torch's code. Installing
     twice changes nothing; :func:`uninstall` puts torch's objects back.
 
     A name bound before ``install()`` (``from torch.profiler import

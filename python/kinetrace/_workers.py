@@ -196,6 +196,7 @@ def _worker_main(
     host_pid: int,
     from_parent: int,
     to_parent: int,
+    graphs: Any = None,
 ) -> NoReturn:
     """Runs in the forked child; never returns (not even by an exception)."""
     code = 1
@@ -207,6 +208,8 @@ def _worker_main(
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         exporter = _kinetrace._Exporter(output, level, threads, False, True)
+        if graphs is not None:
+            exporter.set_graph_annotations(*graphs.native(False))
         first_pass(exporter, activities, get, span)
         _send(to_parent, ("summary", exporter.partial_summary()))
         (base,) = _receive(from_parent)
@@ -214,7 +217,9 @@ def _worker_main(
         second_pass(exporter, activities, get, None, span)
         exporter.close("")
         events, text_len, file_len, crc = exporter.wait(None)
-        _send(to_parent, ("done", events, text_len, file_len, crc))
+        # The CUDA-graph state (held-back events, lanes) goes to the parent, which merges
+        # it in slice order.
+        _send(to_parent, ("done", events, text_len, file_len, crc, exporter.graph_state()))
         code = 0
     except BaseException as exc:
         if exporter is not None:
@@ -236,6 +241,7 @@ def export_forked(
     threads: int,
     start: Any,
     bar: Any = None,
+    graphs: Any = None,
 ) -> list[str]:
     """Both passes with ``workers`` processes (this one included). ``start(exporter)``
     ends the first pass (time base, header) and returns the base. Returns the worker
@@ -274,6 +280,7 @@ def export_forked(
                             host_pid,
                             child_r,
                             child_w,
+                            graphs,
                         )
                     finally:
                         os._exit(1)
@@ -294,8 +301,8 @@ def export_forked(
             _send(worker.to_worker, (base,))
         second_pass(exporter, activities, get, bar, own)
         for worker in started:
-            events, text_len, _file_len, crc = worker.receive("done")
-            exporter.append_slice(worker.output, events, text_len, crc)
+            events, text_len, _file_len, crc, graph_state = worker.receive("done")
+            exporter.append_slice(worker.output, events, text_len, crc, graph_state)
             if bar is not None:
                 bar.advance(bounds[worker.index + 1] - bounds[worker.index])
         for worker in started:

@@ -16,6 +16,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 
 use crate::error::Error;
 use crate::format::Header;
+use crate::graphs::{Annotation, CharClasses, GraphAnnotations, GraphState};
 use crate::pipeline::{ExportStats, Exporter, Framing, Queue, SliceOutput, QUEUE_DEPTH};
 use crate::sink::Encoding;
 use crate::trace::{self, Batch, Flow, PartialSummary, StrColumn};
@@ -131,6 +132,8 @@ struct ExporterState {
     exporter: Exporter,
     /// The batch between `begin_batch` and `submit_batch`.
     pending: Option<Batch>,
+    /// Writes `"cudaGraphInlineAnnotated": true` in the header.
+    inline_annotated: bool,
 }
 
 impl PyExporter {
@@ -176,6 +179,7 @@ impl PyExporter {
             inner: Mutex::new(ExporterState {
                 exporter,
                 pending: None,
+                inline_annotated: false,
             }),
         })
     }
@@ -232,8 +236,63 @@ impl PyExporter {
         Ok(())
     }
 
-    /// Queues a worker's finished slice file after the events submitted so far.
-    #[pyo3(signature = (path, events, text_len, crc=None))]
+    /// Bakes CUDA-graph annotations into the trace (before `start`). `entries`: (node
+    /// id, args members or None, lane or None, lane name or None) per annotated node;
+    /// `digits` / `spaces`: Python's `\d` ((first, last, zero) runs) and `\s` (code
+    /// points) beyond ASCII; `inline_annotated`: write the header flag.
+    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::type_complexity)]
+    fn set_graph_annotations(
+        &self,
+        entries: Vec<(
+            u64,
+            Option<Bound<'_, PyAny>>,
+            Option<i64>,
+            Option<Bound<'_, PyAny>>,
+        )>,
+        lanes_all: bool,
+        default_stream: i64,
+        digits: Vec<(u32, u32, u32)>,
+        spaces: Vec<u32>,
+        inline_annotated: bool,
+    ) -> PyResult<()> {
+        let mut map = std::collections::HashMap::with_capacity(entries.len());
+        for (node, args, stream, lane_name) in entries {
+            let args = args.map(|a| str_bytes(&a, "annotation args")).transpose()?;
+            let lane_name = lane_name
+                .map(|n| str_bytes(&n, "annotation lane name"))
+                .transpose()?;
+            map.insert(
+                node,
+                Annotation {
+                    args,
+                    stream,
+                    lane_name,
+                },
+            );
+        }
+        let graphs = GraphAnnotations {
+            entries: map,
+            lanes_all,
+            default_stream,
+            classes: CharClasses { digits, spaces },
+        };
+        let mut state = self.state()?;
+        state.exporter.set_graph_annotations(graphs)?;
+        state.inline_annotated = inline_annotated;
+        Ok(())
+    }
+
+    /// A finished slice's CUDA-graph state as bytes (for `append_slice` in the parent),
+    /// or None without annotations.
+    fn graph_state<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let state = self.state()?.exporter.take_graph_state();
+        Ok(state.map(|s| PyBytes::new(py, &s.encode())))
+    }
+
+    /// Queues a worker's finished slice file after the events submitted so far, with the
+    /// slice's CUDA-graph state (`graph_state()` in the worker) when it has one.
+    #[pyo3(signature = (path, events, text_len, crc=None, graph_state=None))]
     fn append_slice(
         &self,
         py: Python<'_>,
@@ -241,7 +300,9 @@ impl PyExporter {
         events: u64,
         text_len: u64,
         crc: Option<u32>,
+        graph_state: Option<&[u8]>,
     ) -> PyResult<()> {
+        let graph = graph_state.map(GraphState::decode).transpose()?;
         let mut state = self.state()?;
         let exporter = &mut state.exporter;
         let slice = SliceOutput {
@@ -250,7 +311,7 @@ impl PyExporter {
             text_len,
             crc,
         };
-        with_interrupts(py, |check| exporter.append_slice(slice, check))
+        with_interrupts(py, |check| exporter.append_slice(slice, graph, check))
     }
 
     /// The earliest activity timestamp seen by the first pass, or None.
@@ -272,6 +333,7 @@ impl PyExporter {
             device_properties: str_bytes(device_properties, "device properties")?,
             metadata: Vec::with_capacity(metadata.len()),
             versions,
+            inline_annotated: false,
         };
         for (key, value) in &metadata {
             header.metadata.push((
@@ -279,7 +341,9 @@ impl PyExporter {
                 str_bytes(value, "metadata value")?,
             ));
         }
-        self.state()?.exporter.start(base_ns, host_pid, header)?;
+        let mut state = self.state()?;
+        header.inline_annotated = state.inline_annotated;
+        state.exporter.start(base_ns, host_pid, header)?;
         Ok(())
     }
 
