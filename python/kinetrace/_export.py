@@ -135,6 +135,15 @@ class ExportHandle:
                 self._release()
             return True
 
+    def _abandon(self) -> None:
+        """Stop the export if it still runs (its temporary file is removed)."""
+        with self._lock:
+            if self._outcome is None and self._exporter is not None:
+                self._exporter.abort()
+                self._outcome = KeyboardInterrupt()
+                self._reported = True
+                self._release()
+
     def _release(self) -> None:
         self._exporter = None
         if self._worker_outputs:
@@ -210,9 +219,16 @@ def _wait_at_exit() -> None:
     """Finish pending background exports before the interpreter goes away."""
     with _pending_lock:
         handles = list(_pending)
-    for handle in handles:
+    for i, handle in enumerate(handles):
         try:
             handle.result()
+        except KeyboardInterrupt:
+            # A second Ctrl-C (the first stopped the program): abandon every export still
+            # running; each removes its temporary file, so no partial file is left.
+            for rest in handles[i:]:
+                rest._abandon()
+            print("kinetrace: background exports abandoned (Ctrl-C)", file=sys.stderr)
+            return
         except BaseException as exc:  # report, never raise during shutdown
             print(f"kinetrace: background export to {handle.path} failed: {exc}", file=sys.stderr)
 
@@ -359,6 +375,32 @@ def cuda_versions() -> list[tuple[str, int]]:
     return versions
 
 
+@dataclass(frozen=True)
+class HostIdentity:
+    """What the header says about the process that profiled: its pid (the CPU process's
+    id in the trace), its CUDA devices and CUDA versions."""
+
+    pid: int
+    device_properties: str
+    cuda_versions: list[tuple[str, int]]
+
+    @staticmethod
+    def here() -> HostIdentity:
+        """This process's identity (queries CUDA when torch has it)."""
+        return HostIdentity(trace_pid(), device_properties_json(), cuda_versions())
+
+
+# Set in a forked background export (kinetrace._background): the identity of the process
+# that profiled, read there before the fork, so the child neither writes its own pid nor
+# touches CUDA.
+_host_override: HostIdentity | None = None
+
+
+def trace_pid() -> int:
+    """The pid written as the CPU process: the profiling process's, even in a forked child."""
+    return os.getpid() if _host_override is None else _host_override.pid
+
+
 def _time_base(result: Any, min_timestamp: int | None) -> int:
     """The trimonth floor of the trace's own earliest time (the profiler's start or the
     earliest activity), or of the wall clock for a trace with neither."""
@@ -482,6 +524,31 @@ def export_chrome_trace(
                 "progress": progress,
             },
         )
+    if background:
+        from kinetrace import _background
+
+        if _background.available():
+            if base_time_ns is not None and (
+                isinstance(base_time_ns, bool) or not isinstance(base_time_ns, int)
+            ):
+                raise TypeError(f"base_time_ns must be an int, not {type(base_time_ns).__name__}")
+            handle = ExportHandle(
+                _background.submit(
+                    result,
+                    trace_name,
+                    metadata,
+                    base_time_ns=base_time_ns,
+                    compresslevel=compresslevel,
+                    threads=threads,
+                    workers=workers,
+                    progress=progress,
+                ),
+                trace_name,
+                started,
+            )
+            with _pending_lock:
+                _pending.append(handle)
+            return handle
     activities = result.trace_activities()
     n_workers = _resolve_workers(workers, len(activities))
     with fifo_reader_ready(trace_name):
@@ -653,7 +720,8 @@ def start_writer(
     elif isinstance(base_time_ns, bool) or not isinstance(base_time_ns, int):
         raise TypeError(f"base_time_ns must be an int, not {type(base_time_ns).__name__}")
     items = [(str(k), str(v)) for k, v in (metadata or {}).items()]
-    exporter.start(base_time_ns, os.getpid(), device_properties_json(), items, cuda_versions())
+    host = _host_override or HostIdentity.here()
+    exporter.start(base_time_ns, host.pid, host.device_properties, items, host.cuda_versions)
     return base_time_ns
 
 

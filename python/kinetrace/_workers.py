@@ -39,6 +39,7 @@ from kinetrace._export import (
     available_cpus,
     first_pass,
     second_pass,
+    trace_pid,
 )
 
 __all__ = ["MIN_ACTIVITIES_PER_WORKER", "can_fork", "default_workers", "export_forked"]
@@ -271,7 +272,7 @@ def export_forked(
                             output,
                             level,
                             per_process_threads,
-                            host_pid,
+                            trace_pid(),
                             child_r,
                             child_w,
                         )
