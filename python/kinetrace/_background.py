@@ -277,9 +277,7 @@ def _reset_in_child() -> None:
 os.register_at_fork(after_in_child=_reset_in_child)
 
 
-def submit(
-    result: Any, path: str, metadata: Mapping[str, Any] | None, **options: Any
-) -> Job:
+def submit(result: Any, path: str, metadata: Mapping[str, Any] | None, **options: Any) -> Job:
     """Queue the export of ``result`` to ``path`` (the options are those of
     ``export_chrome_trace``) and return its job; the call does not wait for it."""
     job = Job(result, path, metadata, **options)
