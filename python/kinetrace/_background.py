@@ -58,6 +58,7 @@ the call returns once the fields are read and Rust threads finish the file.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import gc
 import glob
@@ -70,10 +71,14 @@ from typing import Any, NoReturn
 
 from kinetrace import _export, _workers
 
-__all__ = ["MAX_WAITING", "available", "submit"]
+__all__ = ["MAX_WAITING", "NICE", "available", "prestart", "submit"]
 
 #: Background exports that may wait for the running one before a call waits for room.
 MAX_WAITING = 2
+
+#: Niceness added to the background process: where cores are short, the training loop
+#: (and whatever else runs at normal priority) goes first and the export takes longer.
+NICE = 10
 
 # Seconds abort() waits for a killed child to be reaped and its files removed.
 _ABORT_WAIT = 30.0
@@ -195,6 +200,8 @@ def _child_main(job: Job, host: _export.HostIdentity, to_parent: int) -> NoRetur
     code = 1
     try:
         os.setpgid(0, 0)
+        with contextlib.suppress(OSError):
+            os.nice(NICE)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.disable()
         _export._host_override = host
@@ -238,26 +245,31 @@ def _remove_temporaries(path: str, pid: int) -> None:
 
 
 class _Runner:
-    """The queue of jobs and the daemon thread that runs them one at a time."""
+    """The queue of jobs and the thread that runs them one at a time."""
 
     def __init__(self) -> None:
         self.jobs: queue.Queue[Job] = queue.Queue(maxsize=MAX_WAITING)
-        self.thread: threading.Thread | None = None
+        self.started = False
         self.lock = threading.Lock()
 
-    def submit(self, job: Job) -> None:
+    def start(self) -> None:
         with self.lock:
-            if self.thread is None:
-                self.thread = threading.Thread(
-                    target=self._loop, name="kt-background-runner", daemon=True
-                )
-                # The thread inherits the caller's signal mask: with SIGINT blocked there,
-                # Ctrl-C is always delivered to (and raised in) the main thread.
-                mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-                try:
-                    self.thread.start()
-                finally:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            if self.started:
+                return
+            # The thread inherits the caller's signal mask: with SIGINT blocked there,
+            # Ctrl-C is always delivered to (and raised in) the main thread. A low-level
+            # thread (daemon-like: exit waits on the handles, not on it) because
+            # threading.Thread.start() waits until the new thread runs, which can take tens
+            # of milliseconds on a loaded machine.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                _thread.start_new_thread(self._loop, ())
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            self.started = True
+
+    def submit(self, job: Job) -> None:
+        self.start()
         self.jobs.put(job)  # waits while MAX_WAITING jobs are queued
 
     def _loop(self) -> None:
@@ -275,6 +287,12 @@ def _reset_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_in_child)
+
+
+def prestart() -> None:
+    """Start the runner thread now (a handler does, so its first call does not)."""
+    if available():
+        _runner.start()
 
 
 def submit(result: Any, path: str, metadata: Mapping[str, Any] | None, **options: Any) -> Job:

@@ -1,5 +1,8 @@
 """``export_chrome_trace``: pull activity fields in columnar batches, format them in Rust.
 
+``background=True`` runs this same export in a forked process (``kinetrace._background``);
+the handles of such exports, and the waiting for them, live here.
+
 Data flow: ``trace_activities()`` -> first pass (device, resource, timestamp, duration of every
 activity, kept in Rust: 32 bytes an activity) -> header -> second pass, batch by batch (the
 other fields, read only where the format needs them) -> a Rust writer thread that formats,
@@ -67,7 +70,9 @@ class ExportStats:
 
 
 class ExportHandle:
-    """A background export: the fields are extracted, the file is being written.
+    """A background export: a forked process (``kinetrace._background``) reads the
+    activities and writes the file; without ``os.fork``, Rust threads finish writing fields
+    already extracted.
 
     ``result()`` waits for the file and returns its :class:`ExportStats`, or raises the
     error that stopped it. An error nobody asked for is raised by the next
@@ -466,12 +471,16 @@ def export_chrome_trace(
             is missing, an explicit value above 1 warns and one process is used.
         progress: show a progress bar (events done, total, MB/s, ETA) on stderr; needs
             ``tqdm`` (``pip install kinetrace[progress]``).
-        background: return as soon as the fields are extracted (Python needs the GIL for
-            that part) and let Rust threads format, compress and write the file while the
-            caller goes on. The extracted fields wait in memory until written. Errors found
-            before the call returns (bad arguments, a missing directory, an accessor that
-            raises) are raised by the call; errors while writing (a full disk) by the
-            handle's ``result()``, by :func:`wait`, or by the next export.
+        background: return at once (in milliseconds, whatever the trace size) and let a
+            forked process read the activities and write the file while the caller goes
+            on; the file is byte-identical to a foreground export's. Exports run one at a
+            time; a call finding :data:`kinetrace._background.MAX_WAITING` exports waiting
+            waits for room. Argument errors are raised by the call; everything else (a
+            missing or unwritable directory, a full disk, an accessor that raises) by the
+            handle's ``result()``, by :func:`wait`, or by the next export. See
+            ``kinetrace._background`` for the design, memory bound and Ctrl-C handling.
+            Where ``os.fork`` is missing the call returns once the fields are extracted and
+            Rust threads format, compress and write the file.
 
     Returns:
         :class:`ExportStats`; with ``background=True`` an :class:`ExportHandle` whose
