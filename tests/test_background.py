@@ -375,7 +375,7 @@ EXIT_SCRIPT = textwrap.dedent(
     while handle._exporter.pid is None:
         time.sleep(0.01)
     print(handle._exporter.pid, flush=True)
-    if delay < 5:
+    if delay < 4:
         kinetrace.export_chrome_trace(SyntheticResult(20_000), fg)
         print("running" if not handle.done() else "done", flush=True)
     else:
@@ -419,7 +419,7 @@ def test_ctrl_c_at_exit(tmp_path: Path, presses: int) -> None:
     a second abandons it: the child and its files are gone, the old file is left as it was."""
     path = tmp_path / "t.json.gz"
     path.write_bytes(OLD)
-    delay = 6.0 if presses == 1 else 60.0
+    delay = 4.0 if presses == 1 else 60.0
     proc = subprocess.Popen(
         [sys.executable, "-c", EXIT_SCRIPT, str(path), str(tmp_path / "unused"), str(delay)],
         env=subprocess_env(),
@@ -483,3 +483,32 @@ def test_ctrl_c_while_waiting_kills_the_child(tmp_path: Path) -> None:
     assert path.read_bytes() == OLD
     assert kinetrace.wait(timeout=10) == []  # already reported by result()
     assert _export._pending == []
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("collected", [False, True])
+def test_exit_reports_an_error_nobody_collected(collected: bool) -> None:
+    script = textwrap.dedent(
+        f"""
+        import kinetrace
+        from synthetic import SyntheticResult
+        handle = kinetrace.export_chrome_trace(
+            SyntheticResult(5000), "/dev/full", background=True
+        )
+        if {collected}:
+            try:
+                handle.result()
+            except OSError:
+                pass
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    reported = "background export to /dev/full failed" in done.stderr
+    assert reported is not collected, done.stderr

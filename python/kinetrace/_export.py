@@ -226,7 +226,7 @@ def _wait_at_exit() -> None:
         handles = list(_pending)
     for i, handle in enumerate(handles):
         try:
-            handle.result()
+            handle._settle(None)
         except KeyboardInterrupt:
             # A second Ctrl-C (the first stopped the program): abandon every export still
             # running; each removes its temporary file, so no partial file is left.
@@ -234,8 +234,9 @@ def _wait_at_exit() -> None:
                 rest._abandon()
             print("kinetrace: background exports abandoned (Ctrl-C)", file=sys.stderr)
             return
-        except BaseException as exc:  # report, never raise during shutdown
-            print(f"kinetrace: background export to {handle.path} failed: {exc}", file=sys.stderr)
+        error = handle._unreported_error()
+        if error is not None:  # report (once), never raise during shutdown
+            print(f"kinetrace: background export to {handle.path} failed: {error}", file=sys.stderr)
 
 
 def available_cpus() -> int:
