@@ -101,6 +101,7 @@ class Job:
         self.pid: int | None = None
         self._lock = threading.Lock()
         self._cancelled = False
+        self._exited = False  # the child has ended (it is reaped only once this is set)
         self._done = threading.Event()
         self._counts: tuple[int, int, int, None] | None = None
         self._error: BaseException | None = None
@@ -118,12 +119,12 @@ class Job:
     def abort(self) -> None:
         """Stop the export: a waiting job never starts, a running child is killed (with its
         workers) and its temporary files removed before this returns."""
-        with self._lock:  # not while the runner is forking: the pid is known after
+        with self._lock:  # not while the runner forks (the pid is known after) or reaps
             self._cancelled = True
-            pid = self.pid
-        if pid is None:
-            return
-        _kill_group(pid)
+            if self.pid is None or self._exited:
+                return
+            # Not reaped yet, so neither the pid nor the group id can have been reused.
+            _kill_group(self.pid)
         self._done.wait(_ABORT_WAIT)
 
     # --- the runner side ----------------------------------------------------------------
@@ -157,6 +158,10 @@ class Job:
                 message = None
             finally:
                 os.close(read_end)
+            if hasattr(os, "waitid"):  # wait for the exit, but leave the zombie until
+                os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # abort() knows
+            with self._lock:
+                self._exited = True
             _, status = os.waitpid(pid, 0)
             self._settle(message, status)
         except BaseException as exc:
