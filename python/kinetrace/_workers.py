@@ -244,6 +244,7 @@ def export_forked(
     n = len(activities)
     bounds = [n * i // workers for i in range(workers + 1)]
     host_pid = os.getpid()
+    pid_in_trace = trace_pid()  # here, not in the worker (whose pid differs)
     directory = os.path.dirname(os.path.abspath(output_path))
     name = os.path.basename(output_path)
     per_process_threads = max(1, threads // workers)
@@ -272,7 +273,7 @@ def export_forked(
                             output,
                             level,
                             per_process_threads,
-                            trace_pid(),
+                            pid_in_trace,
                             child_r,
                             child_w,
                         )
