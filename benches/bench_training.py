@@ -13,7 +13,7 @@ kinetrace's in the foreground, kinetrace's with ``background=True`` -- the loop 
    and the handler, until the step that triggers ``on_trace_ready``; then on, until the
    export has finished.
 
-Columns: ``blocked s``, how long the ``on_trace_ready`` call itself held the step (torch's
+Columns: ``blocked ms``, how long the ``on_trace_ready`` call itself held the step (torch's
 ``stop()`` in the same ``prof.step()`` is not counted: it costs the same for every handler,
 shown as ``stop s``); ``export s``, from the call to the file being complete; ``loop %``,
 the steps the loop made from the call until the file was complete, as a fraction of what
@@ -190,13 +190,13 @@ def child_memory(model: Model, result: Any, out_dir: str) -> float:
 def format_table(rows: list[dict]) -> str:
     lines = [
         f"on_trace_ready with a .json.gz handler, {rows[0]['activities']:,} activities a cycle",
-        f"{'handler':<22} {'stop s':>7} {'blocked s':>9} {'export s':>8} {'loop %':>7} "
+        f"{'handler':<22} {'stop s':>7} {'blocked ms':>10} {'export s':>8} {'loop %':>7} "
         f"{'MB':>6} {'same':>5} {'child MB':>8}",
     ]
     for r in rows:
         same = {None: "-", True: "yes", False: "NO"}[r["same_as_foreground"]]
         lines.append(
-            f"{r['handler']:<22} {r['stop_s']:7.2f} {r['blocked_s']:9.3f} {r['export_s']:8.2f} "
+            f"{r['handler']:<22} {r['stop_s']:7.2f} {1e3 * r['blocked_s']:10.1f} {r['export_s']:8.2f} "
             f"{100 * r['loop_fraction']:6.0f}% {r['file_bytes'] / 1e6:6.1f} {same:>5} "
             f"{r['child_private_mb']:8.0f}"
         )
