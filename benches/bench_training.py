@@ -196,7 +196,8 @@ def format_table(rows: list[dict]) -> str:
     for r in rows:
         same = {None: "-", True: "yes", False: "NO"}[r["same_as_foreground"]]
         lines.append(
-            f"{r['handler']:<22} {r['stop_s']:7.2f} {1e3 * r['blocked_s']:10.1f} {r['export_s']:8.2f} "
+            f"{r['handler']:<22} {r['stop_s']:7.2f} {1e3 * r['blocked_s']:10.1f} "
+            f"{r['export_s']:8.2f} "
             f"{100 * r['loop_fraction']:6.0f}% {r['file_bytes'] / 1e6:6.1f} {same:>5} "
             f"{r['child_private_mb']:8.0f}"
         )
