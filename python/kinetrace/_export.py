@@ -1,5 +1,8 @@
 """``export_chrome_trace``: pull activity fields in columnar batches, format them in Rust.
 
+``background=True`` runs this same export in a forked process (``kinetrace._background``);
+the handles of such exports, and the waiting for them, live here.
+
 Data flow: ``trace_activities()`` -> first pass (device, resource, timestamp, duration of every
 activity, kept in Rust: 32 bytes an activity) -> header -> second pass, batch by batch (the
 other fields, read only where the format needs them) -> a Rust writer thread that formats,
@@ -67,7 +70,9 @@ class ExportStats:
 
 
 class ExportHandle:
-    """A background export: the fields are extracted, the file is being written.
+    """A background export: a forked process (``kinetrace._background``) reads the
+    activities and writes the file; without ``os.fork``, Rust threads finish writing fields
+    already extracted.
 
     ``result()`` waits for the file and returns its :class:`ExportStats`, or raises the
     error that stopped it. An error nobody asked for is raised by the next
@@ -134,6 +139,15 @@ class ExportHandle:
                     )
                 self._release()
             return True
+
+    def _abandon(self) -> None:
+        """Stop the export if it still runs (its temporary file is removed)."""
+        with self._lock:
+            if self._outcome is None and self._exporter is not None:
+                self._exporter.abort()
+                self._outcome = KeyboardInterrupt()
+                self._reported = True
+                self._release()
 
     def _release(self) -> None:
         self._exporter = None
@@ -210,11 +224,19 @@ def _wait_at_exit() -> None:
     """Finish pending background exports before the interpreter goes away."""
     with _pending_lock:
         handles = list(_pending)
-    for handle in handles:
+    for i, handle in enumerate(handles):
         try:
-            handle.result()
-        except BaseException as exc:  # report, never raise during shutdown
-            print(f"kinetrace: background export to {handle.path} failed: {exc}", file=sys.stderr)
+            handle._settle(None)
+        except KeyboardInterrupt:
+            # A second Ctrl-C (the first stopped the program): abandon every export still
+            # running; each removes its temporary file, so no partial file is left.
+            for rest in handles[i:]:
+                rest._abandon()
+            print("kinetrace: background exports abandoned (Ctrl-C)", file=sys.stderr)
+            return
+        error = handle._unreported_error()
+        if error is not None:  # report (once), never raise during shutdown
+            print(f"kinetrace: background export to {handle.path} failed: {error}", file=sys.stderr)
 
 
 def available_cpus() -> int:
@@ -359,6 +381,32 @@ def cuda_versions() -> list[tuple[str, int]]:
     return versions
 
 
+@dataclass(frozen=True)
+class HostIdentity:
+    """What the header says about the process that profiled: its pid (the CPU process's
+    id in the trace), its CUDA devices and CUDA versions."""
+
+    pid: int
+    device_properties: str
+    cuda_versions: list[tuple[str, int]]
+
+    @staticmethod
+    def here() -> HostIdentity:
+        """This process's identity (queries CUDA when torch has it)."""
+        return HostIdentity(trace_pid(), device_properties_json(), cuda_versions())
+
+
+# Set in a forked background export (kinetrace._background): the identity of the process
+# that profiled, read there before the fork, so the child neither writes its own pid nor
+# touches CUDA.
+_host_override: HostIdentity | None = None
+
+
+def trace_pid() -> int:
+    """The pid written as the CPU process: the profiling process's, even in a forked child."""
+    return os.getpid() if _host_override is None else _host_override.pid
+
+
 def _time_base(result: Any, min_timestamp: int | None) -> int:
     """The trimonth floor of the trace's own earliest time (the profiler's start or the
     earliest activity), or of the wall clock for a trace with neither."""
@@ -441,12 +489,16 @@ def export_chrome_trace(
             is missing, an explicit value above 1 warns and one process is used.
         progress: show a progress bar (events done, total, MB/s, ETA) on stderr; needs
             ``tqdm`` (``pip install kinetrace[progress]``).
-        background: return as soon as the fields are extracted (Python needs the GIL for
-            that part) and let Rust threads format, compress and write the file while the
-            caller goes on. The extracted fields wait in memory until written. Errors found
-            before the call returns (bad arguments, a missing directory, an accessor that
-            raises) are raised by the call; errors while writing (a full disk) by the
-            handle's ``result()``, by :func:`wait`, or by the next export.
+        background: return at once (in milliseconds, whatever the trace size) and let a
+            forked process read the activities and write the file while the caller goes
+            on; the file is byte-identical to a foreground export's. Exports run one at a
+            time; a call finding :data:`kinetrace._background.MAX_WAITING` exports waiting
+            waits for room. Argument errors are raised by the call; everything else (a
+            missing or unwritable directory, a full disk, an accessor that raises) by the
+            handle's ``result()``, by :func:`wait`, or by the next export. See
+            ``kinetrace._background`` for the design, memory bound and Ctrl-C handling.
+            Where ``os.fork`` is missing the call returns once the fields are extracted and
+            Rust threads format, compress and write the file.
         keep: a :class:`kinetrace.Keep` (or a dict of its fields): write only the events
             it selects, each byte-identical to the unfiltered export's, flows only when
             both ends are kept, process/thread metadata only for what remains. The full
@@ -492,6 +544,9 @@ def export_chrome_trace(
                 threads=threads,
                 progress=progress,
                 workers=workers,
+                annotations=annotations,
+                graph_lanes=graph_lanes,
+                default_stream=default_stream,
             ),
             os.fsdecode(os.fspath(path)),
             keep,
@@ -535,6 +590,34 @@ def export_chrome_trace(
                 "annotations": graphs is not None,
             },
         )
+    if background:
+        from kinetrace import _background
+
+        if _background.available():
+            if base_time_ns is not None and (
+                isinstance(base_time_ns, bool) or not isinstance(base_time_ns, int)
+            ):
+                raise TypeError(f"base_time_ns must be an int, not {type(base_time_ns).__name__}")
+            handle = ExportHandle(
+                _background.submit(
+                    result,
+                    trace_name,
+                    metadata,
+                    annotations=annotations,
+                    graph_lanes=graph_lanes,
+                    default_stream=default_stream,
+                    base_time_ns=base_time_ns,
+                    compresslevel=compresslevel,
+                    threads=threads,
+                    workers=workers,
+                    progress=progress,
+                ),
+                trace_name,
+                started,
+            )
+            with _pending_lock:
+                _pending.append(handle)
+            return handle
     activities = result.trace_activities()
     n_workers = _resolve_workers(workers, len(activities))
     with fifo_reader_ready(trace_name):
@@ -710,7 +793,8 @@ def start_writer(
     elif isinstance(base_time_ns, bool) or not isinstance(base_time_ns, int):
         raise TypeError(f"base_time_ns must be an int, not {type(base_time_ns).__name__}")
     items = [(str(k), str(v)) for k, v in (metadata or {}).items()]
-    exporter.start(base_time_ns, os.getpid(), device_properties_json(), items, cuda_versions())
+    host = _host_override or HostIdentity.here()
+    exporter.start(base_time_ns, host.pid, host.device_properties, items, host.cuda_versions)
     return base_time_ns
 
 

@@ -458,10 +458,11 @@ def tensorboard_trace_handler(
         use_gzip: write gzip-compressed ``.pt.trace.json.gz`` files.
         use_python_export: accepted for compatibility with torch's handler (kinetrace
             writes what torch's Python exporter writes).
-        background: hand each export to kinetrace's background writer so that the
-            training loop goes on while the file is written; the handler then returns the
-            export's handle (``.result()``, ``.done()``) and :func:`kinetrace.wait` waits
-            for all of them.
+        background: export each trace in a forked background process so that the
+            ``on_trace_ready`` call returns in milliseconds and the training loop goes on
+            while the activities are read and the file is written; the handler then
+            returns the export's handle (``.result()``, ``.done()``) and
+            :func:`kinetrace.wait` waits for all of them.
         keep: write only the events a :class:`kinetrace.Keep` (or a dict of its fields)
             selects (see :func:`kinetrace.export_chrome_trace`).
         split_mb: write each trace as parts of at most this many MB of JSON,
@@ -471,6 +472,11 @@ def tensorboard_trace_handler(
         The handler: called with the profiler, it returns what the export returns
         (:class:`~kinetrace.ExportStats`, or a handle with ``background=True``).
     """
+
+    if background:
+        from kinetrace import _background
+
+        _background.prestart()
 
     def handler_fn(prof: Any) -> Any:
         nonlocal worker_name

@@ -39,6 +39,7 @@ from kinetrace._export import (
     available_cpus,
     first_pass,
     second_pass,
+    trace_pid,
 )
 
 __all__ = ["MIN_ACTIVITIES_PER_WORKER", "can_fork", "default_workers", "export_forked"]
@@ -249,6 +250,7 @@ def export_forked(
     n = len(activities)
     bounds = [n * i // workers for i in range(workers + 1)]
     host_pid = os.getpid()
+    pid_in_trace = trace_pid()  # here, not in the worker (whose pid differs)
     directory = os.path.dirname(os.path.abspath(output_path))
     name = os.path.basename(output_path)
     per_process_threads = max(1, threads // workers)
@@ -277,7 +279,7 @@ def export_forked(
                             output,
                             level,
                             per_process_threads,
-                            host_pid,
+                            pid_in_trace,
                             child_r,
                             child_w,
                             graphs,
