@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
@@ -49,6 +50,9 @@ MIN_ACTIVITIES_PER_WORKER = 50_000
 MAX_DEFAULT_WORKERS = 8
 
 _LENGTH = struct.Struct("<Q")
+#: How long the parent blocks on a worker's pipe before it looks for Ctrl-C again (the
+#: native waits use the same 50 ms).
+_POLL_MS = 50
 
 
 def can_fork() -> bool:
@@ -98,9 +102,23 @@ def _send(fd: int, message: Any) -> None:
         data = data[os.write(fd, data) :]
 
 
+def _wait_readable(fd: int) -> None:
+    """Blocks until ``fd`` has data (or its writer closed it), in short slices.
+
+    A plain blocking ``os.read`` misses a SIGINT that arrives just before the call enters
+    the kernel (the signal's handler is then only run once the read returns: when the
+    worker next writes, up to seconds later). Between slices Python runs pending signal
+    handlers, so Ctrl-C is seen within one slice."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    while not poller.poll(_POLL_MS):
+        pass
+
+
 def _read_exact(fd: int, n: int) -> bytes | None:
     chunks = []
     while n:
+        _wait_readable(fd)
         chunk = os.read(fd, n)
         if not chunk:
             return None
