@@ -5,6 +5,11 @@
 //! or interrupted export leaves no partial file and never clobbers an existing one. A
 //! destination that exists and is not a regular file (a FIFO, `/dev/null`, `/dev/stdout`)
 //! is written directly and never replaced.
+//!
+//! The temporary file is created exclusively (`O_CREAT|O_EXCL`, which never follows a link)
+//! under an unpredictable name; a name already taken by anything (a file, a link, a FIFO, a
+//! directory, another user's file) is skipped, never opened. A worker's output is no named
+//! file at all: [`Sink::in_file`] writes into a file the caller created (an unlinked one).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -116,11 +121,37 @@ pub struct Sink {
 }
 
 /// EISDIR, so Python raises `IsADirectoryError` for a directory given as the path.
-const EISDIR: i32 = 21;
+fn is_a_directory() -> io::Error {
+    #[cfg(unix)]
+    return io::Error::from_raw_os_error(libc::EISDIR);
+    #[cfg(not(unix))]
+    return io::ErrorKind::IsADirectory.into();
+}
+
 /// ELOOP: too many levels of symbolic links.
-const ELOOP: i32 = 40;
+fn too_many_links() -> io::Error {
+    #[cfg(unix)]
+    return io::Error::from_raw_os_error(libc::ELOOP);
+    #[cfg(not(unix))]
+    return io::Error::other("too many levels of symbolic links");
+}
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Names tried for the temporary file before giving up: only a directory flooded with
+/// entries at our random names could exhaust them.
+const TEMP_ATTEMPTS: u32 = 1000;
+
+/// A name nobody can predict: the per-process random keys of std's hasher (seeded by the
+/// OS), mixed with a counter and the clock.
+fn unpredictable() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(TEMP_COUNTER.fetch_add(1, Ordering::Relaxed));
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
 
 fn io_error(what: &str, path: &Path, err: io::Error) -> Error {
     Error::io(format!("{what} {}", path.display()), err)
@@ -131,6 +162,16 @@ impl Sink {
     pub fn create(path: &Path, encoding: Encoding) -> Result<Sink> {
         let encoding = encoding.validate()?;
         let (file, temp) = open_destination(path)?;
+        Self::build(file, temp, path, encoding)
+    }
+
+    /// Writes into `file` from its current position, in place (nothing is renamed or
+    /// removed): for an anonymous file the caller made. `label` names it in errors.
+    pub fn in_file(file: File, label: &Path, encoding: Encoding) -> Result<Sink> {
+        Self::build(file, None, label, encoding.validate()?)
+    }
+
+    fn build(file: File, temp: Option<TempFile>, path: &Path, encoding: Encoding) -> Result<Sink> {
         let file = CountingFile {
             inner: BufWriter::with_capacity(1 << 20, file),
             written: 0,
@@ -244,6 +285,57 @@ impl Sink {
     }
 }
 
+/// Checks that `file` is the worker output its parent made: the regular file with the
+/// `identity` (device, inode) recorded when it was created, `len` bytes long as the worker
+/// reported. Anything else is an error, never spliced.
+#[cfg(unix)]
+pub fn check_worker_output(file: &File, identity: (u64, u64), len: u64, dest: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file
+        .metadata()
+        .map_err(|e| io_error("cannot read a worker's output for", dest, e))?;
+    let problem = if !meta.is_file() {
+        "is not a regular file".to_string()
+    } else if (meta.dev(), meta.ino()) != identity {
+        format!(
+            "is not the file made for it (device {} inode {}, expected {} {})",
+            meta.dev(),
+            meta.ino(),
+            identity.0,
+            identity.1
+        )
+    } else if meta.len() != len {
+        format!("has {} bytes, the worker reported {len}", meta.len())
+    } else {
+        return Ok(());
+    };
+    Err(Error::State(format!(
+        "a worker's output for {} {problem}",
+        dest.display()
+    )))
+}
+
+/// Without device and inode numbers, only the length is checked.
+#[cfg(not(unix))]
+pub fn check_worker_output(
+    file: &File,
+    _identity: (u64, u64),
+    len: u64,
+    dest: &Path,
+) -> Result<()> {
+    let meta = file
+        .metadata()
+        .map_err(|e| io_error("cannot read a worker's output for", dest, e))?;
+    if meta.len() == len {
+        return Ok(());
+    }
+    Err(Error::State(format!(
+        "a worker's output for {} has {} bytes, the worker reported {len}",
+        dest.display(),
+        meta.len()
+    )))
+}
+
 /// Follows symlinks by hand (as `open` would), so that a dangling link gets its target
 /// created rather than being replaced by a regular file. Returns the final path and its
 /// metadata, if it exists.
@@ -265,11 +357,7 @@ fn resolve_links(path: &Path) -> Result<(PathBuf, Option<fs::Metadata>)> {
             Err(e) => return Err(io_error("cannot open", path, e)),
         }
     }
-    Err(io_error(
-        "cannot resolve",
-        path,
-        io::Error::from_raw_os_error(ELOOP),
-    ))
+    Err(io_error("cannot resolve", path, too_many_links()))
 }
 
 /// Opens the file to write: the destination itself when it exists and is not a regular
@@ -280,11 +368,7 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
     let (target, existing) = resolve_links(path)?;
     match &existing {
         Some(meta) if meta.is_dir() => {
-            return Err(io_error(
-                "cannot write",
-                path,
-                io::Error::from_raw_os_error(EISDIR),
-            ));
+            return Err(io_error("cannot write", path, is_a_directory()));
         }
         Some(meta) if !meta.is_file() => {
             let file = OpenOptions::new()
@@ -312,17 +396,22 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
         .ok_or_else(|| Error::InvalidArgument(format!("not a file path: {}", path.display())))?
         .to_string_lossy()
         .into_owned();
-    loop {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    for _ in 0..TEMP_ATTEMPTS {
         let temp_path = dir.join(format!(
-            ".{file_name}.{}.{n}.kinetrace-tmp",
-            std::process::id()
+            ".{file_name}.{}.{:016x}.kinetrace-tmp",
+            std::process::id(),
+            unpredictable()
         ));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp_path)
+        // create_new is O_CREAT|O_EXCL: whatever already has this name (even a dangling
+        // link) makes it fail instead of being opened or followed.
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
         {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW);
+        }
+        match options.open(&temp_path) {
             Ok(file) => {
                 let temp = TempFile {
                     path: temp_path,
@@ -336,9 +425,14 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
                 return Ok((file, Some(temp)));
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io_error("cannot create", path, e)),
+            Err(e) => return Err(io_error("cannot create a temporary file for", path, e)),
         }
     }
+    Err(io_error(
+        "cannot create a temporary file for",
+        path,
+        io::ErrorKind::AlreadyExists.into(),
+    ))
 }
 
 #[cfg(test)]
@@ -396,7 +490,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let err = Sink::create(&dir, Encoding::Plain).err().unwrap();
-        assert!(matches!(err, Error::Io { ref source, .. } if source.raw_os_error() == Some(21)));
+        assert!(
+            matches!(err, Error::Io { ref source, .. } if source.raw_os_error() == is_a_directory().raw_os_error())
+        );
         let bad = Encoding::Gzip {
             level: 10,
             threads: 1,

@@ -38,7 +38,7 @@ class _Exporter:
         compresslevel: int | None = None,
         threads: int = 1,
         background: bool = False,
-        slice: bool = False,
+        slice: int | None = None,
     ) -> Self: ...
     def partial_summary(
         self,
@@ -48,7 +48,14 @@ class _Exporter:
         partial: tuple[int, int, int, list[tuple[int, int]], list[tuple[tuple[int, int], int]]],
     ) -> None: ...
     def append_slice(
-        self, path: str | PathLike[str], events: int, text_len: int, crc: int | None = None
+        self,
+        path: str | PathLike[str],
+        fd: int,
+        identity: tuple[int, int],
+        events: int,
+        text_len: int,
+        file_len: int,
+        crc: int | None = None,
     ) -> None: ...
     def add_first_pass(
         self,

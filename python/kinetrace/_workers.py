@@ -9,10 +9,17 @@ The parent works on slice 0 and forks one worker per other slice. Protocol, per 
 2. the parent merges the summaries in slice order (so the first timestamp per device and
    thread is the trace's first), picks the time base, sends it to every worker and writes
    the header and process/thread events;
-3. each worker formats its slice into a file beside the destination (plain text, or a raw
-   deflate piece for gzip) and reports its counts;
+3. each worker formats its slice into its output file (plain text, or a raw deflate piece
+   for gzip) and reports its counts;
 4. the parent writes its own slice, then splices each worker's output in order, then the
    closing events. The trace text is byte-identical to the single-process export.
+
+A worker's output has no name anyone else could use: the parent creates it before the fork
+as an anonymous file in the destination's directory (``O_TMPFILE``, or where that is not
+supported a ``0600`` file created with ``O_CREAT|O_EXCL|O_NOFOLLOW`` under a random name and
+unlinked at once), and the worker writes through the descriptor it inherits. Before
+splicing, the parent checks that the descriptor is still that file (device and inode) and
+holds as many bytes as the worker reported.
 
 Workers touch nothing but the activity accessors and kinetrace's own code (device
 properties and metadata are read by the parent), never return into the caller's code
@@ -29,6 +36,7 @@ import select
 import signal
 import struct
 import sys
+import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -143,7 +151,8 @@ class _Worker:
     pid: int
     to_worker: int
     from_worker: int
-    output: str
+    output: Any  # the anonymous file (an open binary file object)
+    identity: tuple[int, int]  # its device and inode
     reaped: bool = False
 
     def receive(self, expected: str) -> tuple[Any, ...]:
@@ -208,7 +217,8 @@ def _worker_main(
     activities: Sequence[Any],
     span: range,
     get: Getters,
-    output: str,
+    output: int,
+    destination: str,
     level: int | None,
     threads: int,
     host_pid: int,
@@ -224,7 +234,7 @@ def _worker_main(
         # now that it no longer raises here.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        exporter = _kinetrace._Exporter(output, level, threads, False, True)
+        exporter = _kinetrace._Exporter(destination, level, threads, False, output)
         first_pass(exporter, activities, get, span)
         _send(to_parent, ("summary", exporter.partial_summary()))
         (base,) = _receive(from_parent)
@@ -237,11 +247,21 @@ def _worker_main(
     except BaseException as exc:
         if exporter is not None:
             with contextlib.suppress(BaseException):
-                exporter.abort()  # removes its temporary file; os._exit runs no destructor
+                exporter.abort()  # stops its threads; os._exit runs no destructor
         with contextlib.suppress(BaseException):
             _send(to_parent, ("error", *_carried_error(exc)))
     finally:
         os._exit(code)
+
+
+def _anonymous_file(directory: str, name: str) -> Any:
+    """A new file in ``directory`` that no name leads to (see the module docs)."""
+    try:
+        return tempfile.TemporaryFile(prefix=f".{name}.", suffix=".kinetrace-tmp", dir=directory)
+    except OSError as exc:
+        raise type(exc)(
+            exc.errno, f"cannot create a worker output for {name} in {directory}: {exc.strerror}"
+        ) from exc
 
 
 def export_forked(
@@ -257,7 +277,7 @@ def export_forked(
 ) -> list[str]:
     """Both passes with ``workers`` processes (this one included). ``start(exporter)``
     ends the first pass (time base, header) and returns the base. Returns the worker
-    output files: delete them once the exporter has finished (it reads them)."""
+    outputs: pass them to :func:`remove_outputs` once the exporter has finished."""
     n = len(activities)
     bounds = [n * i // workers for i in range(workers + 1)]
     host_pid = os.getpid()
@@ -265,11 +285,13 @@ def export_forked(
     name = os.path.basename(output_path)
     per_process_threads = max(1, threads // workers)
     started: list[_Worker] = []
-    outputs: list[str] = []
+    outputs: list[Any] = []
     try:
         for i in range(1, workers):
-            output = os.path.join(directory, f".{name}.{host_pid}.w{i}.kinetrace-tmp")
+            output = _anonymous_file(directory, name)
             outputs.append(output)
+            info = os.fstat(output.fileno())
+            identity = (info.st_dev, info.st_ino)
             parent_r, child_w = os.pipe()
             child_r, parent_w = os.pipe()
             # No Ctrl-C between fork and the worker's own handler: a KeyboardInterrupt
@@ -286,7 +308,8 @@ def export_forked(
                             activities,
                             range(bounds[i], bounds[i + 1]),
                             get,
-                            output,
+                            output.fileno(),
+                            output_path,
                             level,
                             per_process_threads,
                             host_pid,
@@ -300,7 +323,7 @@ def export_forked(
                     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             os.close(child_r)
             os.close(child_w)
-            started.append(_Worker(i, pid, parent_w, parent_r, output))
+            started.append(_Worker(i, pid, parent_w, parent_r, output, identity))
 
         own = range(bounds[0], bounds[1])
         first_pass(exporter, activities, get, own)
@@ -312,8 +335,16 @@ def export_forked(
             _send(worker.to_worker, (base,))
         second_pass(exporter, activities, get, bar, own)
         for worker in started:
-            events, text_len, _file_len, crc = worker.receive("done")
-            exporter.append_slice(worker.output, events, text_len, crc)
+            events, text_len, file_len, crc = worker.receive("done")
+            exporter.append_slice(
+                output_path,
+                worker.output.fileno(),
+                worker.identity,
+                events,
+                text_len,
+                file_len,
+                crc,
+            )
             if bar is not None:
                 bar.advance(bounds[worker.index + 1] - bounds[worker.index])
         for worker in started:
@@ -334,15 +365,9 @@ def export_forked(
     return outputs
 
 
-def remove_outputs(paths: list[str]) -> None:
-    """Deletes worker output files, and the temporary files of workers that were killed
-    before they could remove them, whatever state the export ended in."""
-    import glob
-
-    for path in paths:
-        directory, name = os.path.split(path)
-        pattern = f".{glob.escape(name)}.*.kinetrace-tmp"
-        leftovers = glob.glob(os.path.join(glob.escape(directory), pattern))
-        for leftover in [path, *leftovers]:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(leftover)
+def remove_outputs(outputs: list[Any]) -> None:
+    """Discards the worker outputs (closing an anonymous file frees it), whatever state the
+    export ended in."""
+    for output in outputs:
+        with contextlib.suppress(OSError):
+            output.close()
