@@ -543,6 +543,69 @@ mod tests {
         assert_eq!(fs::read(dir.join("runs/trace.json")).unwrap(), b"new");
     }
 
+    #[test]
+    fn in_file_writes_in_place_from_the_current_position() {
+        let dir = scratch("in-file");
+        let path = dir.join("anonymous");
+        let mut file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"kept:").unwrap();
+        let mut sink = Sink::in_file(file, Path::new("label.json"), Encoding::Plain).unwrap();
+        assert!(sink.writes_in_place());
+        sink.write_all(b"slice").unwrap();
+        let stats = sink.finish().unwrap();
+        assert_eq!(stats.file_bytes, 5);
+        assert_eq!(fs::read(&path).unwrap(), b"kept:slice");
+        assert_eq!(entries(&dir), vec!["anonymous"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_worker_output_is_checked_before_splicing() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = scratch("worker-output");
+        let path = dir.join("out");
+        fs::write(&path, b"0123456789").unwrap();
+        let file = File::open(&path).unwrap();
+        let meta = file.metadata().unwrap();
+        let identity = (meta.dev(), meta.ino());
+        let dest = Path::new("t.json");
+        check_worker_output(&file, identity, 10, dest).unwrap();
+        let wrong = (identity.0, identity.1 + 1);
+        let err = check_worker_output(&file, wrong, 10, dest).unwrap_err();
+        assert!(
+            err.to_string().contains("not the file made for it"),
+            "{err}"
+        );
+        let err = check_worker_output(&file, identity, 11, dest).unwrap_err();
+        assert!(err.to_string().contains("t.json has 10 bytes"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn temporary_files_get_unpredictable_names() {
+        let dir = scratch("names");
+        let dest = dir.join("t.json");
+        let a = Sink::create(&dest, Encoding::Plain).unwrap();
+        let b = Sink::create(&dest, Encoding::Plain).unwrap();
+        let names = entries(&dir);
+        assert_eq!(names.len(), 2, "{names:?}");
+        let prefix = format!(".t.json.{}.", std::process::id());
+        for name in &names {
+            let random = name
+                .strip_prefix(&prefix)
+                .and_then(|r| r.strip_suffix(".kinetrace-tmp"))
+                .unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(random.len(), 16, "{name}");
+        }
+        drop((a, b));
+        assert!(entries(&dir).is_empty());
+    }
+
     #[cfg(unix)]
     #[test]
     fn replacing_keeps_permissions() {
