@@ -171,6 +171,20 @@ def test_no_fork_falls_back_with_a_warning(tmp_path, monkeypatch):
     assert a.replace(b"a.json", b"b.json") == b
 
 
+@pytest.mark.parametrize("cpus", [1, 2, 4, 16, 64])
+def test_default_workers_stay_within_the_memory_budget(monkeypatch, cpus):
+    monkeypatch.setattr(_workers, "available_cpus", lambda: cpus)
+    for n in [0, 10, 99_999, 100_000, 150_000, 200_000, 300_000, 10**6, 10**7, 10**8]:
+        workers = _workers.default_workers(n)
+        assert 1 <= workers <= max(1, cpus // 2)
+        if workers > 1:
+            assert _workers.memory_estimate(n, workers) <= _workers.memory_budget(n), n
+    # Forking is worth its memory only for mid-sized traces; big ones stay in one process.
+    expected_mid = 1 if cpus < 4 else 2
+    assert _workers.default_workers(150_000) == expected_mid
+    assert _workers.default_workers(10**7) == 1
+
+
 def test_default_workers_scale_with_size():
     assert _workers.default_workers(10) == 1
     assert _workers.default_workers(_workers.MIN_ACTIVITIES_PER_WORKER * 2) <= 2

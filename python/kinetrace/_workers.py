@@ -30,6 +30,7 @@ interrupted, so no partial file and no zombie is left.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import select
@@ -50,12 +51,31 @@ from kinetrace._export import (
     second_pass,
 )
 
-__all__ = ["MIN_ACTIVITIES_PER_WORKER", "can_fork", "default_workers", "export_forked"]
+__all__ = [
+    "MIN_ACTIVITIES_PER_WORKER",
+    "can_fork",
+    "default_workers",
+    "export_forked",
+    "memory_budget",
+    "memory_estimate",
+]
 
 #: Below this many activities per worker a fork costs more than it saves.
 MIN_ACTIVITIES_PER_WORKER = 50_000
 #: Default cap on workers: past it, the list build and the merge dominate.
 MAX_DEFAULT_WORKERS = 8
+
+# Peak memory of an export beyond what trace_activities() itself holds (proportional set
+# size of every process), as measured with 500k and 200k listed activities (README,
+# "Workers and memory"), rounded up:
+#: one process: buffers, queued batches, and the first pass (32 bytes an activity) ...
+_ONE_PROCESS_FIXED = 12 << 20
+_ONE_PROCESS_PER_ACTIVITY = 40
+#: ... and with workers, the copy-on-write copies of the activity objects (each object is
+#: written, its reference count, by whichever process reads it while all share it) ...
+_SHARED_COPY_PER_ACTIVITY = 160
+#: ... and each worker's own pipeline, buffers and interpreter pages.
+_PER_WORKER = 16 << 20
 
 _LENGTH = struct.Struct("<Q")
 #: How long the parent blocks on a worker's pipe before it looks for Ctrl-C again (the
@@ -68,19 +88,43 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and sys.platform != "win32"
 
 
+def memory_budget(activities: int) -> int:
+    """The documented peak-memory budget of an export, beyond what ``trace_activities()``
+    holds: 64 MiB plus 32 bytes an activity."""
+    return (64 << 20) + 32 * activities
+
+
+def memory_estimate(activities: int, workers: int) -> int:
+    """Peak memory (all processes) an export of ``activities`` with ``workers`` processes
+    takes beyond ``trace_activities()``, from the measured model above."""
+    estimate = _ONE_PROCESS_FIXED + _ONE_PROCESS_PER_ACTIVITY * activities
+    if workers > 1:
+        estimate += _SHARED_COPY_PER_ACTIVITY * activities + _PER_WORKER * (workers - 1)
+    return estimate
+
+
 def default_workers(activities: int) -> int:
     """Workers used when the caller does not say: one per two cores available (each
     process keeps one core reading and one formatting and compressing), at most
-    :data:`MAX_DEFAULT_WORKERS`, and one per :data:`MIN_ACTIVITIES_PER_WORKER` activities.
+    :data:`MAX_DEFAULT_WORKERS`, one per :data:`MIN_ACTIVITIES_PER_WORKER` activities,
+    and no more than keep the whole export within :func:`memory_budget`.
 
-    On 2 cores that is one process: measured there, a second process gains ~5% on plain
-    ``.json``, loses on ``.json.gz`` (the compression threads lose their core) and costs
-    ~180 bytes per activity of copy-on-write memory, more than the export's memory budget.
+    Workers copy the activity objects they read (copy-on-write, ~150 bytes an activity in
+    all) and each has its own pipeline (~14 MiB): far more than the budget's 32 bytes an
+    activity. So the default forks only for traces of ~100k-200k activities, where the
+    fixed part of the budget pays for it; bigger traces are exported by one process (or by
+    as many workers as the caller asks for, at that memory cost). On 2 cores it is one
+    process: measured there, a second process gains ~5% on plain ``.json`` and loses on
+    ``.json.gz`` (the compression threads lose their core).
     """
     if not can_fork():
         return 1
     by_size = activities // MIN_ACTIVITIES_PER_WORKER
-    return max(1, min(available_cpus() // 2, MAX_DEFAULT_WORKERS, by_size))
+    workers = max(1, min(available_cpus() // 2, MAX_DEFAULT_WORKERS, by_size))
+    budget = memory_budget(activities)
+    while workers > 1 and memory_estimate(activities, workers) > budget:
+        workers -= 1
+    return workers
 
 
 class WorkerError(RuntimeError):
@@ -286,6 +330,7 @@ def export_forked(
     per_process_threads = max(1, threads // workers)
     started: list[_Worker] = []
     outputs: list[Any] = []
+    frozen = _freeze_heap()
     try:
         for i in range(1, workers):
             output = _anonymous_file(directory, name)
@@ -301,6 +346,7 @@ def export_forked(
             try:
                 pid = _fork()
                 if pid == 0:  # the worker: _worker_main leaves only through os._exit
+                    gc.disable()  # see _freeze_heap
                     try:
                         os.close(parent_r)
                         os.close(parent_w)
@@ -362,7 +408,23 @@ def export_forked(
             worker.close_pipes()
             with contextlib.suppress(ChildProcessError):
                 worker.reap()
+        if frozen:
+            gc.unfreeze()
     return outputs
+
+
+def _freeze_heap() -> bool:
+    """Keeps the garbage collector off the objects that exist at the fork, while workers
+    share them copy-on-write. A collection walks every tracked object and writes to its
+    header: in a worker, or in this process while workers live, it would copy nearly every
+    page of the heap (~200 bytes per activity per process, measured). Workers do not
+    collect at all; this process collects only objects made after the fork until the
+    export ends. Returns whether it froze (not when the caller froze objects itself: their
+    ``gc.unfreeze`` is theirs to call)."""
+    if gc.get_freeze_count():
+        return False
+    gc.freeze()
+    return True
 
 
 def remove_outputs(outputs: list[Any]) -> None:
