@@ -8,23 +8,35 @@ kinetrace checks for signals every 50 ms); on a machine whose cores are all busy
 running several builds) every step of the cleanup waits for a core, so the bound grows with
 the load instead of being one absolute number.
 
-Python runs a signal handler at the next bytecode of the main thread, which may be inside a
-``gc.callbacks`` function (hypothesis registers one). An exception raised there is reported
-as "Exception ignored" and lost: the interrupt would vanish. :func:`interrupt_handler`
-instead sends the signal again a moment later, when the callback has returned.
+Python runs a signal handler at the next bytecode of the main thread, which may be inside
+code the garbage collector runs: a ``gc.callbacks`` function (hypothesis registers one), a
+weakref callback, a ``__del__``. An exception raised there is reported as "Exception
+ignored" and lost: the interrupt would vanish. :func:`interrupt_handler` does not raise
+inside a gc callback (it sends the signal again 1 ms later), and
+:func:`resend_lost_interrupts` catches a ``KeyboardInterrupt`` swallowed anywhere else and
+sends the signal again, so the interrupt reaches the code under test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["BASE_LATENCY", "in_gc_callback", "interrupt_handler", "latency_bound"]
+__all__ = [
+    "BASE_LATENCY",
+    "in_gc_callback",
+    "interrupt_handler",
+    "latency_bound",
+    "resend_lost_interrupts",
+    "send_sigint_soon",
+]
 
 #: The interrupt latency allowed on an idle machine (seconds).
 BASE_LATENCY = 0.5
@@ -58,19 +70,47 @@ def in_gc_callback(frame: FrameType | None) -> bool:
     return False
 
 
+def send_sigint_soon(delay: float = 0.001) -> threading.Timer:
+    """Sends SIGINT to this process ``delay`` seconds from now (from a thread)."""
+    timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+@contextlib.contextmanager
+def resend_lost_interrupts(on_lost: Callable[[], None] = lambda: None) -> Iterator[list[str]]:
+    """While active, a ``KeyboardInterrupt`` that Python swallowed ("Exception ignored in"
+    a weakref callback, a finalizer, ...) calls ``on_lost`` (e.g. to re-arm a handler) and
+    the signal is sent again. Yields the list of where they were lost."""
+    previous = sys.unraisablehook
+    lost: list[str] = []
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            lost.append(repr(unraisable.object))
+            on_lost()
+            send_sigint_soon()
+            return
+        previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield lost
+    finally:
+        sys.unraisablehook = previous
+
+
 def interrupt_handler(
     should_raise: Callable[[], bool] = lambda: True,
 ) -> Callable[[int, FrameType | None], Any]:
     """A SIGINT handler that raises ``KeyboardInterrupt`` when ``should_raise()`` (called
     only outside gc callbacks) says so, and inside a gc callback re-sends the signal 1 ms
     later."""
-    pid = os.getpid()
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if in_gc_callback(frame):
-            retry = threading.Timer(0.001, os.kill, (pid, signal.SIGINT))
-            retry.daemon = True
-            retry.start()
+            send_sigint_soon()
             return
         if should_raise():
             raise KeyboardInterrupt

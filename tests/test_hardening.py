@@ -34,6 +34,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -42,7 +43,7 @@ from typing import Any
 import pytest
 
 import kinetrace
-from interrupts import in_gc_callback, latency_bound
+from interrupts import in_gc_callback, latency_bound, resend_lost_interrupts, send_sigint_soon
 from kinetrace import _export, _kinetrace
 from synthetic import T0, SyntheticActivity, SyntheticResult, memory_budget, warm_up
 
@@ -146,7 +147,8 @@ class Sigint:
     The handler raises KeyboardInterrupt (what Python's default handler does) only while
     ``armed``: a signal that arrives after the test stopped waiting for it is dropped instead
     of interrupting pytest. Inside a gc callback (where the exception would be lost) it
-    sends the signal again 1 ms later instead.
+    sends the signal again 1 ms later instead; one lost anywhere else (a weakref callback
+    the collector runs) re-arms it and is sent again (``interrupts``).
     """
 
     def __init__(self) -> None:
@@ -158,10 +160,7 @@ class Sigint:
 
     def _handler(self, signum: int, frame: Any) -> None:
         if self.armed and in_gc_callback(frame):
-            retry = threading.Timer(0.001, os.kill, (self.pid, signal.SIGINT))
-            retry.daemon = True
-            self.timers.append(retry)
-            retry.start()
+            self.timers.append(send_sigint_soon())
             return
         if self.armed:
             self.armed = False
@@ -187,8 +186,13 @@ class Sigint:
         """Runs ``call``, which must be interrupted; returns the latency (seconds from the
         signal to the KeyboardInterrupt reaching the caller)."""
         self.armed = True
+
+        def rearm() -> None:
+            self.armed = True
+
         try:
-            call()
+            with resend_lost_interrupts(rearm):
+                call()
         except KeyboardInterrupt:
             caught = time.monotonic()
         else:
@@ -385,6 +389,37 @@ def test_ctrl_c_while_waiting_for_a_worker(tmp_path, sigint, suffix):
         watcher.join()
     assert watcher.seen
     check_interrupted(tmp_path, latency, {path.name: OLD})
+
+
+def test_ctrl_c_inside_a_weakref_callback_is_not_lost(sigint):
+    """The same inside a weakref callback the collector runs: the exception is swallowed
+    there ("Exception ignored"); the tests' handler is re-armed and the signal sent again."""
+    fired = []
+
+    class Node:
+        pass
+
+    def on_collected(ref: Any) -> None:
+        if not fired:
+            fired.append(True)
+            sigint.fire()
+            for _ in range(10_000):  # the handler runs here, inside the callback
+                pass
+
+    def collect_until_interrupted() -> None:
+        refs = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            node = Node()
+            node.cycle = node  # type: ignore[attr-defined]
+            refs.append(weakref.ref(node, on_collected))
+            del node
+            gc.collect()
+            time.sleep(0.001)
+
+    latency = sigint.expect(collect_until_interrupted)
+    assert fired
+    check_latency(latency)
 
 
 def test_ctrl_c_inside_a_gc_callback_is_not_lost(sigint):

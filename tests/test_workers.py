@@ -15,7 +15,7 @@ import pytest
 
 import kinetrace
 from activities import PID, T0, FakeActivity, FakeResult
-from interrupts import interrupt_handler, latency_bound
+from interrupts import interrupt_handler, latency_bound, resend_lost_interrupts
 from kinetrace import _workers
 
 pytestmark = pytest.mark.skipif(not _workers.can_fork(), reason="needs os.fork")
@@ -139,7 +139,7 @@ def test_ctrl_c_stops_every_worker(existing, forked):
     timer = threading.Timer(0.5, interrupt)
     timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt), resend_lost_interrupts():
             kinetrace.export_chrome_trace(result, existing, workers=3)
         stopped = time.monotonic()
     finally:
