@@ -62,9 +62,10 @@ pub struct ExportStats {
 }
 
 /// A worker's finished slice, to be appended where the parent's own events end.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct SliceOutput {
-    pub path: std::path::PathBuf,
+    /// The worker's output, read from its start (the caller checked what it is).
+    pub file: std::fs::File,
     pub events: u64,
     pub text_len: u64,
     /// Present for a gzip piece.
@@ -219,10 +220,11 @@ fn run_writer(
                 }
                 written.fetch_add(buf.len() as u64, Ordering::Relaxed);
             }
-            Job::Append(slice, slice_graph) => {
-                let file = std::fs::File::open(&slice.path)
-                    .map_err(|e| Error::io(format!("cannot read {}", slice.path.display()), e))?;
-                sink.append_slice(file, slice.text_len, slice.crc)?;
+            Job::Append(mut slice, slice_graph) => {
+                // The worker wrote through a descriptor that shares this one's offset.
+                std::io::Seek::rewind(&mut slice.file)
+                    .map_err(|e| Error::io("cannot read a worker's output", e))?;
+                sink.append_slice(slice.file, slice.text_len, slice.crc)?;
                 events += slice.events;
                 written.fetch_add(slice.text_len, Ordering::Relaxed);
                 if let Some(later) = slice_graph {
@@ -303,25 +305,32 @@ pub struct Exporter {
 impl Exporter {
     /// Opens the output (so a bad path fails before any work is done).
     pub fn create(path: &Path, encoding: Encoding, queue: Queue) -> Result<Exporter> {
-        Self::create_framed(path, encoding, queue, Framing::Whole)
+        Ok(Self::with_sink(
+            Sink::create(path, encoding)?,
+            queue,
+            Framing::Whole,
+        ))
     }
 
-    /// Like [`Exporter::create`], for a whole trace or a worker's slice. A slice in gzip
-    /// is written as a raw deflate piece.
-    pub fn create_framed(
-        path: &Path,
+    /// A worker's slice written into `file` (an anonymous file its parent made and will
+    /// splice; a raw deflate piece for gzip); `label` names it in errors.
+    pub fn create_in_file(
+        file: std::fs::File,
+        label: &Path,
         encoding: Encoding,
         queue: Queue,
-        framing: Framing,
     ) -> Result<Exporter> {
-        let encoding = match (framing, encoding) {
-            (Framing::Slice, Encoding::Gzip { level, threads }) => {
-                Encoding::GzipPiece { level, threads }
-            }
-            (_, other) => other,
+        let encoding = match encoding {
+            Encoding::Gzip { level, threads } => Encoding::GzipPiece { level, threads },
+            other => other,
         };
-        let sink = Box::new(Sink::create(path, encoding)?);
-        Ok(Exporter {
+        let sink = Sink::in_file(file, label, encoding)?;
+        Ok(Self::with_sink(sink, queue, Framing::Slice))
+    }
+
+    fn with_sink(sink: Sink, queue: Queue, framing: Framing) -> Exporter {
+        let sink = Box::new(sink);
+        Exporter {
             stage: Stage::FirstPass {
                 first: FirstPass::new(),
                 sink,
@@ -331,7 +340,7 @@ impl Exporter {
             graphs: None,
             graph_state: Arc::new(Mutex::new(None)),
             written: Arc::new(AtomicU64::new(0)),
-        })
+        }
     }
 
     /// Bakes CUDA-graph annotations into the trace (before [`Exporter::start`]).

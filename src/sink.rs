@@ -5,6 +5,11 @@
 //! or interrupted export leaves no partial file and never clobbers an existing one. A
 //! destination that exists and is not a regular file (a FIFO, `/dev/null`, `/dev/stdout`)
 //! is written directly and never replaced.
+//!
+//! The temporary file is created exclusively (`O_CREAT|O_EXCL`, which never follows a link)
+//! under an unpredictable name; a name already taken by anything (a file, a link, a FIFO, a
+//! directory, another user's file) is skipped, never opened. A worker's output is no named
+//! file at all: [`Sink::in_file`] writes into a file the caller created (an unlinked one).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -116,11 +121,37 @@ pub struct Sink {
 }
 
 /// EISDIR, so Python raises `IsADirectoryError` for a directory given as the path.
-const EISDIR: i32 = 21;
+fn is_a_directory() -> io::Error {
+    #[cfg(unix)]
+    return io::Error::from_raw_os_error(libc::EISDIR);
+    #[cfg(not(unix))]
+    return io::ErrorKind::IsADirectory.into();
+}
+
 /// ELOOP: too many levels of symbolic links.
-const ELOOP: i32 = 40;
+fn too_many_links() -> io::Error {
+    #[cfg(unix)]
+    return io::Error::from_raw_os_error(libc::ELOOP);
+    #[cfg(not(unix))]
+    return io::Error::other("too many levels of symbolic links");
+}
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Names tried for the temporary file before giving up: only a directory flooded with
+/// entries at our random names could exhaust them.
+const TEMP_ATTEMPTS: u32 = 1000;
+
+/// A name nobody can predict: the per-process random keys of std's hasher (seeded by the
+/// OS), mixed with a counter and the clock.
+fn unpredictable() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(TEMP_COUNTER.fetch_add(1, Ordering::Relaxed));
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
 
 fn io_error(what: &str, path: &Path, err: io::Error) -> Error {
     Error::io(format!("{what} {}", path.display()), err)
@@ -131,6 +162,16 @@ impl Sink {
     pub fn create(path: &Path, encoding: Encoding) -> Result<Sink> {
         let encoding = encoding.validate()?;
         let (file, temp) = open_destination(path)?;
+        Self::build(file, temp, path, encoding)
+    }
+
+    /// Writes into `file` from its current position, in place (nothing is renamed or
+    /// removed): for an anonymous file the caller made. `label` names it in errors.
+    pub fn in_file(file: File, label: &Path, encoding: Encoding) -> Result<Sink> {
+        Self::build(file, None, label, encoding.validate()?)
+    }
+
+    fn build(file: File, temp: Option<TempFile>, path: &Path, encoding: Encoding) -> Result<Sink> {
         let file = CountingFile {
             inner: BufWriter::with_capacity(1 << 20, file),
             written: 0,
@@ -244,6 +285,57 @@ impl Sink {
     }
 }
 
+/// Checks that `file` is the worker output its parent made: the regular file with the
+/// `identity` (device, inode) recorded when it was created, `len` bytes long as the worker
+/// reported. Anything else is an error, never spliced.
+#[cfg(unix)]
+pub fn check_worker_output(file: &File, identity: (u64, u64), len: u64, dest: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file
+        .metadata()
+        .map_err(|e| io_error("cannot read a worker's output for", dest, e))?;
+    let problem = if !meta.is_file() {
+        "is not a regular file".to_string()
+    } else if (meta.dev(), meta.ino()) != identity {
+        format!(
+            "is not the file made for it (device {} inode {}, expected {} {})",
+            meta.dev(),
+            meta.ino(),
+            identity.0,
+            identity.1
+        )
+    } else if meta.len() != len {
+        format!("has {} bytes, the worker reported {len}", meta.len())
+    } else {
+        return Ok(());
+    };
+    Err(Error::State(format!(
+        "a worker's output for {} {problem}",
+        dest.display()
+    )))
+}
+
+/// Without device and inode numbers, only the length is checked.
+#[cfg(not(unix))]
+pub fn check_worker_output(
+    file: &File,
+    _identity: (u64, u64),
+    len: u64,
+    dest: &Path,
+) -> Result<()> {
+    let meta = file
+        .metadata()
+        .map_err(|e| io_error("cannot read a worker's output for", dest, e))?;
+    if meta.len() == len {
+        return Ok(());
+    }
+    Err(Error::State(format!(
+        "a worker's output for {} has {} bytes, the worker reported {len}",
+        dest.display(),
+        meta.len()
+    )))
+}
+
 /// Follows symlinks by hand (as `open` would), so that a dangling link gets its target
 /// created rather than being replaced by a regular file. Returns the final path and its
 /// metadata, if it exists.
@@ -265,11 +357,7 @@ fn resolve_links(path: &Path) -> Result<(PathBuf, Option<fs::Metadata>)> {
             Err(e) => return Err(io_error("cannot open", path, e)),
         }
     }
-    Err(io_error(
-        "cannot resolve",
-        path,
-        io::Error::from_raw_os_error(ELOOP),
-    ))
+    Err(io_error("cannot resolve", path, too_many_links()))
 }
 
 /// Opens the file to write: the destination itself when it exists and is not a regular
@@ -280,11 +368,7 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
     let (target, existing) = resolve_links(path)?;
     match &existing {
         Some(meta) if meta.is_dir() => {
-            return Err(io_error(
-                "cannot write",
-                path,
-                io::Error::from_raw_os_error(EISDIR),
-            ));
+            return Err(io_error("cannot write", path, is_a_directory()));
         }
         Some(meta) if !meta.is_file() => {
             let file = OpenOptions::new()
@@ -312,17 +396,22 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
         .ok_or_else(|| Error::InvalidArgument(format!("not a file path: {}", path.display())))?
         .to_string_lossy()
         .into_owned();
-    loop {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    for _ in 0..TEMP_ATTEMPTS {
         let temp_path = dir.join(format!(
-            ".{file_name}.{}.{n}.kinetrace-tmp",
-            std::process::id()
+            ".{file_name}.{}.{:016x}.kinetrace-tmp",
+            std::process::id(),
+            unpredictable()
         ));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp_path)
+        // create_new is O_CREAT|O_EXCL: whatever already has this name (even a dangling
+        // link) makes it fail instead of being opened or followed.
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
         {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW);
+        }
+        match options.open(&temp_path) {
             Ok(file) => {
                 let temp = TempFile {
                     path: temp_path,
@@ -336,9 +425,14 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
                 return Ok((file, Some(temp)));
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io_error("cannot create", path, e)),
+            Err(e) => return Err(io_error("cannot create a temporary file for", path, e)),
         }
     }
+    Err(io_error(
+        "cannot create a temporary file for",
+        path,
+        io::ErrorKind::AlreadyExists.into(),
+    ))
 }
 
 #[cfg(test)]
@@ -396,7 +490,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let err = Sink::create(&dir, Encoding::Plain).err().unwrap();
-        assert!(matches!(err, Error::Io { ref source, .. } if source.raw_os_error() == Some(21)));
+        assert!(
+            matches!(err, Error::Io { ref source, .. } if source.raw_os_error() == is_a_directory().raw_os_error())
+        );
         let bad = Encoding::Gzip {
             level: 10,
             threads: 1,
@@ -445,6 +541,69 @@ mod tests {
             .file_type()
             .is_symlink());
         assert_eq!(fs::read(dir.join("runs/trace.json")).unwrap(), b"new");
+    }
+
+    #[test]
+    fn in_file_writes_in_place_from_the_current_position() {
+        let dir = scratch("in-file");
+        let path = dir.join("anonymous");
+        let mut file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"kept:").unwrap();
+        let mut sink = Sink::in_file(file, Path::new("label.json"), Encoding::Plain).unwrap();
+        assert!(sink.writes_in_place());
+        sink.write_all(b"slice").unwrap();
+        let stats = sink.finish().unwrap();
+        assert_eq!(stats.file_bytes, 5);
+        assert_eq!(fs::read(&path).unwrap(), b"kept:slice");
+        assert_eq!(entries(&dir), vec!["anonymous"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_worker_output_is_checked_before_splicing() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = scratch("worker-output");
+        let path = dir.join("out");
+        fs::write(&path, b"0123456789").unwrap();
+        let file = File::open(&path).unwrap();
+        let meta = file.metadata().unwrap();
+        let identity = (meta.dev(), meta.ino());
+        let dest = Path::new("t.json");
+        check_worker_output(&file, identity, 10, dest).unwrap();
+        let wrong = (identity.0, identity.1 + 1);
+        let err = check_worker_output(&file, wrong, 10, dest).unwrap_err();
+        assert!(
+            err.to_string().contains("not the file made for it"),
+            "{err}"
+        );
+        let err = check_worker_output(&file, identity, 11, dest).unwrap_err();
+        assert!(err.to_string().contains("t.json has 10 bytes"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn temporary_files_get_unpredictable_names() {
+        let dir = scratch("names");
+        let dest = dir.join("t.json");
+        let a = Sink::create(&dest, Encoding::Plain).unwrap();
+        let b = Sink::create(&dest, Encoding::Plain).unwrap();
+        let names = entries(&dir);
+        assert_eq!(names.len(), 2, "{names:?}");
+        let prefix = format!(".t.json.{}.", std::process::id());
+        for name in &names {
+            let random = name
+                .strip_prefix(&prefix)
+                .and_then(|r| r.strip_suffix(".kinetrace-tmp"))
+                .unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(random.len(), 16, "{name}");
+        }
+        drop((a, b));
+        assert!(entries(&dir).is_empty());
     }
 
     #[cfg(unix)]

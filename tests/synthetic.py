@@ -610,7 +610,14 @@ def _main(argv: list[str] | None = None) -> int:
     exp.add_argument(
         "--list", action="store_true", help="build the activities into a list first (as torch)"
     )
+    exp.add_argument(
+        "--cpus", type=int, default=None, help="the cores the default worker count assumes"
+    )
     args = parser.parse_args(argv)
+    if args.cpus is not None:
+        from kinetrace import _workers
+
+        _workers.available_cpus = lambda: args.cpus  # type: ignore[assignment]
     kwargs: dict[str, Any] = {}
     for key in ("base_time_ns", "compresslevel", "threads", "workers"):
         if getattr(args, key) is not None:

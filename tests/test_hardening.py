@@ -3,9 +3,9 @@
 Every failure mode here must end the same way: the caller gets the error (the original
 exception object -- a copy of the same type when it was raised in a forked worker --, an
 ``OSError`` with the right errno, ``KeyboardInterrupt`` within a fraction of a second of
-Ctrl-C), no ``.*.kinetrace-tmp`` file is left, an existing file at the destination is
-untouched, no kinetrace thread or worker process outlives the export, and the next export
-works.
+Ctrl-C: ``interrupts.latency_bound()``, stretched on a loaded machine), no
+``.*.kinetrace-tmp`` file is left, an existing file at the destination is untouched, no
+kinetrace thread or worker process outlives the export, and the next export works.
 
 What ``test_errors.py`` already covers (wrong sources, missing directories, /dev/full, a
 failing accessor in the first batch, wrong accessor types) is not repeated; this file adds
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import itertools
 import json
 import linecache
@@ -33,6 +34,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -41,14 +43,13 @@ from typing import Any
 import pytest
 
 import kinetrace
+from interrupts import in_gc_callback, latency_bound, resend_lost_interrupts, send_sigint_soon
 from kinetrace import _export, _kinetrace
 from synthetic import T0, SyntheticActivity, SyntheticResult, memory_budget, warm_up
 
 TESTS = Path(__file__).resolve().parent
 SYNTHETIC = TESTS / "synthetic.py"
 TMP_SUFFIX = ".kinetrace-tmp"
-#: How soon after SIGINT the export must have raised KeyboardInterrupt.
-MAX_INTERRUPT_LATENCY = 0.5
 #: A fixed time base, so that exports of one source are byte-identical.
 BASE = _kinetrace.trimonth_base_ns(T0)
 #: A process id no real process has (pid_max is at most 2**22): the same bytes whichever
@@ -145,7 +146,9 @@ class Sigint:
 
     The handler raises KeyboardInterrupt (what Python's default handler does) only while
     ``armed``: a signal that arrives after the test stopped waiting for it is dropped instead
-    of interrupting pytest.
+    of interrupting pytest. Inside a gc callback (where the exception would be lost) it
+    sends the signal again 1 ms later instead; one lost anywhere else (a weakref callback
+    the collector runs) re-arms it and is sent again (``interrupts``).
     """
 
     def __init__(self) -> None:
@@ -156,6 +159,9 @@ class Sigint:
         self._lock = threading.Lock()
 
     def _handler(self, signum: int, frame: Any) -> None:
+        if self.armed and in_gc_callback(frame):
+            self.timers.append(send_sigint_soon())
+            return
         if self.armed:
             self.armed = False
             raise KeyboardInterrupt
@@ -180,8 +186,13 @@ class Sigint:
         """Runs ``call``, which must be interrupted; returns the latency (seconds from the
         signal to the KeyboardInterrupt reaching the caller)."""
         self.armed = True
+
+        def rearm() -> None:
+            self.armed = True
+
         try:
-            call()
+            with resend_lost_interrupts(rearm):
+                call()
         except KeyboardInterrupt:
             caught = time.monotonic()
         else:
@@ -325,8 +336,13 @@ def _record_children() -> Iterator[None]:
     yield
 
 
+def check_latency(latency: float) -> None:
+    bound = latency_bound()
+    assert latency < bound, f"KeyboardInterrupt came {latency:.3f} s after SIGINT (> {bound:.2f} s)"
+
+
 def check_interrupted(directory: Path, latency: float, expected: dict[str, bytes]) -> None:
-    assert latency < MAX_INTERRUPT_LATENCY, f"KeyboardInterrupt came {latency:.3f} s after SIGINT"
+    check_latency(latency)
     assert_untouched(directory, expected)
     assert_no_kinetrace_threads()
     assert child_processes() == []
@@ -350,19 +366,20 @@ def test_ctrl_c_during_long_export(tmp_path, sigint, suffix, workers):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
 def test_ctrl_c_while_waiting_for_a_worker(tmp_path, sigint, suffix):
-    """SIGINT while the parent is blocked reading a worker's pipe (its summary or its
-    counts): the workers are killed and reaped, their slice files removed."""
+    """SIGINT while the parent is blocked waiting on a worker's pipe (its summary): the
+    workers are killed and reaped, their slice files removed, long before the worker would
+    have answered (its first pass takes ~10 s)."""
     path = tmp_path / f"trace{suffix}"
     path.write_bytes(OLD)
     parent = os.getpid()
 
     def slow_worker(pass_number: int, start: int) -> None:
-        # The worker reads slowly, so the parent surely waits in os.read for it.
+        # The worker reads slowly, so the parent surely waits on the pipe for it.
         if os.getpid() != parent:
-            time.sleep(0.05)
+            time.sleep(0.6)
 
     result = probed(SyntheticResult(300_000), on_slice=slow_worker)
-    watcher = StageWatcher("os.read(", sigint.fire, module="_workers.py")
+    watcher = StageWatcher(".poll(", sigint.fire, module="_workers.py")
     sigint.armed = True
     watcher.start()
     try:
@@ -372,6 +389,65 @@ def test_ctrl_c_while_waiting_for_a_worker(tmp_path, sigint, suffix):
         watcher.join()
     assert watcher.seen
     check_interrupted(tmp_path, latency, {path.name: OLD})
+
+
+def test_ctrl_c_inside_a_weakref_callback_is_not_lost(sigint):
+    """The same inside a weakref callback the collector runs: the exception is swallowed
+    there ("Exception ignored"); the tests' handler is re-armed and the signal sent again."""
+    fired = []
+
+    class Node:
+        pass
+
+    def on_collected(ref: Any) -> None:
+        if not fired:
+            fired.append(True)
+            sigint.fire()
+            for _ in range(10_000):  # the handler runs here, inside the callback
+                pass
+
+    def collect_then_wait() -> None:
+        node = Node()
+        node.cycle = node  # type: ignore[attr-defined]
+        ref = weakref.ref(node, on_collected)
+        del node
+        gc.collect()  # the signal comes inside its weakref callback
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            time.sleep(0.001)
+        del ref
+
+    latency = sigint.expect(collect_then_wait)
+    assert fired
+    check_latency(latency)
+
+
+def test_ctrl_c_inside_a_gc_callback_is_not_lost(sigint):
+    """A signal whose handler would run inside a gc callback (hypothesis registers one):
+    the exception raised there would be "ignored" by the collector and the interrupt lost;
+    the tests' handler sends it again once the callback returned."""
+    inside = []
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and not inside:
+            sigint.fire()
+            for _ in range(10_000):  # the handler runs here, inside the callback
+                pass
+            inside.append(sigint.armed)
+
+    def collect_then_wait() -> None:
+        gc.collect()  # the signal comes inside it; collecting again and again would keep
+        deadline = time.monotonic() + 30  # the retries inside collections too
+        while time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    gc.callbacks.append(callback)
+    try:
+        latency = sigint.expect(collect_then_wait)
+    finally:
+        gc.callbacks.remove(callback)
+    assert inside == [True], "the signal was not handled inside the callback"
+    check_latency(latency)
 
 
 @pytest.mark.parametrize(
@@ -452,7 +528,7 @@ def test_ctrl_c_while_waiting_for_a_background_export(tmp_path, sigint):
         assert not handle.done(), "the writer finished before the test could interrupt it"
         sigint.after(0.3)
         latency = sigint.expect(lambda: handle.result(timeout=60))
-        assert latency < MAX_INTERRUPT_LATENCY
+        check_latency(latency)
         # Whatever the handle does next, the export must have stopped: give a still-running
         # writer the time it needs to finish, then look.
         deadline = time.monotonic() + 30
@@ -507,7 +583,7 @@ def test_ctrl_c_while_gzip_writer_blocks_on_a_slow_file(tmp_path, sigint, write_
         target.release.set()
         writer.abort()
     calls = target.calls
-    assert latency < MAX_INTERRUPT_LATENCY, f"KeyboardInterrupt came {latency:.2f} s late"
+    check_latency(latency)
     assert_no_kinetrace_threads()
     time.sleep(0.1)
     assert target.calls == calls, "the file object is still written after abort()"
@@ -540,7 +616,7 @@ FIFO_SCRIPT = textwrap.dedent(
             time.sleep(0.5)
         sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(1.0)  # a watchdog: still here 1 s later means Ctrl-C was ignored
+        time.sleep(20.0)  # a watchdog: still here 20 s later means Ctrl-C was ignored
         print("hung", flush=True)
         os._exit(0)
 
@@ -574,8 +650,7 @@ def test_ctrl_c_exporting_to_a_stalled_fifo(tmp_path, mode):
         raise
     assert proc.returncode == 0, err
     assert out.startswith("interrupted"), f"the export ignored Ctrl-C: {out}{err}"
-    latency = float(out.split()[1])
-    assert latency < MAX_INTERRUPT_LATENCY
+    check_latency(float(out.split()[1]))
 
 
 def read_fifo(path: Path, limit: int | None, into: bytearray) -> None:
@@ -1441,6 +1516,20 @@ def test_peak_memory_is_bounded(tmp_path, n, record_property):
     report_memory(n, report)
     assert report["events"] > n
     assert report["rss_growth"] <= memory_budget(n), report
+    assert report["total_growth"] <= memory_budget(n), report
+    assert path.stat().st_size == report["file_bytes"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_default_workers_keep_the_memory_budget(tmp_path, record_property):
+    """On a 16-core host the default forks workers for a mid-sized listed trace (as torch
+    lists it), and the whole export (every process) stays within the budget."""
+    n = 150_000
+    path = tmp_path / "t.json"
+    report = measure_in_subprocess(n, path, "--list", "--gpu", "--cpus", "16")
+    record_property("memory", report)
+    report_memory(n, report)
+    assert report["workers_seen"] == 1  # two processes
     assert report["total_growth"] <= memory_budget(n), report
     assert path.stat().st_size == report["file_bytes"]
 

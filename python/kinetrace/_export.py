@@ -80,7 +80,7 @@ class ExportHandle:
     """
 
     def __init__(
-        self, exporter: Any, path: str, started: float, worker_outputs: list[str] | None = None
+        self, exporter: Any, path: str, started: float, worker_outputs: list[Any] | None = None
     ) -> None:
         self._exporter = exporter
         # Worker output files the writer still reads; removed once it is done.
@@ -622,7 +622,7 @@ def export_chrome_trace(
     n_workers = _resolve_workers(workers, len(activities))
     with fifo_reader_ready(trace_name):
         exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))
-    worker_outputs: list[str] = []
+    worker_outputs: list[Any] = []
     handed_over = False  # a background handle removes the worker outputs when done
     try:
         if graphs is not None:

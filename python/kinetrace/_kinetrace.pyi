@@ -61,7 +61,7 @@ class _Exporter:
         compresslevel: int | None = None,
         threads: int = 1,
         background: bool = False,
-        slice: bool = False,
+        slice: int | None = None,
     ) -> Self: ...
     def partial_summary(
         self,
@@ -83,8 +83,11 @@ class _Exporter:
     def append_slice(
         self,
         path: str | PathLike[str],
+        fd: int,
+        identity: tuple[int, int],
         events: int,
         text_len: int,
+        file_len: int,
         crc: int | None = None,
         graph_state: bytes | None = None,
     ) -> None: ...

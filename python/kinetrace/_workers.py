@@ -9,10 +9,17 @@ The parent works on slice 0 and forks one worker per other slice. Protocol, per 
 2. the parent merges the summaries in slice order (so the first timestamp per device and
    thread is the trace's first), picks the time base, sends it to every worker and writes
    the header and process/thread events;
-3. each worker formats its slice into a file beside the destination (plain text, or a raw
-   deflate piece for gzip) and reports its counts;
+3. each worker formats its slice into its output file (plain text, or a raw deflate piece
+   for gzip) and reports its counts;
 4. the parent writes its own slice, then splices each worker's output in order, then the
    closing events. The trace text is byte-identical to the single-process export.
+
+A worker's output has no name anyone else could use: the parent creates it before the fork
+as an anonymous file in the destination's directory (``O_TMPFILE``, or where that is not
+supported a ``0600`` file created with ``O_CREAT|O_EXCL|O_NOFOLLOW`` under a random name and
+unlinked at once), and the worker writes through the descriptor it inherits. Before
+splicing, the parent checks that the descriptor is still that file (device and inode) and
+holds as many bytes as the worker reported.
 
 Workers touch nothing but the activity accessors and kinetrace's own code (device
 properties and metadata are read by the parent), never return into the caller's code
@@ -23,11 +30,14 @@ interrupted, so no partial file and no zombie is left.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
+import tempfile
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,14 +52,36 @@ from kinetrace._export import (
     trace_pid,
 )
 
-__all__ = ["MIN_ACTIVITIES_PER_WORKER", "can_fork", "default_workers", "export_forked"]
+__all__ = [
+    "MIN_ACTIVITIES_PER_WORKER",
+    "can_fork",
+    "default_workers",
+    "export_forked",
+    "memory_budget",
+    "memory_estimate",
+]
 
 #: Below this many activities per worker a fork costs more than it saves.
 MIN_ACTIVITIES_PER_WORKER = 50_000
 #: Default cap on workers: past it, the list build and the merge dominate.
 MAX_DEFAULT_WORKERS = 8
 
+# Peak memory of an export beyond what trace_activities() itself holds (proportional set
+# size of every process), as measured with 500k and 200k listed activities (README,
+# "Workers and memory"), rounded up:
+#: one process: buffers, queued batches, and the first pass (32 bytes an activity) ...
+_ONE_PROCESS_FIXED = 12 << 20
+_ONE_PROCESS_PER_ACTIVITY = 40
+#: ... and with workers, the copy-on-write copies of the activity objects (each object is
+#: written, its reference count, by whichever process reads it while all share it) ...
+_SHARED_COPY_PER_ACTIVITY = 160
+#: ... and each worker's own pipeline, buffers and interpreter pages.
+_PER_WORKER = 16 << 20
+
 _LENGTH = struct.Struct("<Q")
+#: How long the parent blocks on a worker's pipe before it looks for Ctrl-C again (the
+#: native waits use the same 50 ms).
+_POLL_MS = 50
 
 
 def can_fork() -> bool:
@@ -57,19 +89,43 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and sys.platform != "win32"
 
 
+def memory_budget(activities: int) -> int:
+    """The documented peak-memory budget of an export, beyond what ``trace_activities()``
+    holds: 64 MiB plus 32 bytes an activity."""
+    return (64 << 20) + 32 * activities
+
+
+def memory_estimate(activities: int, workers: int) -> int:
+    """Peak memory (all processes) an export of ``activities`` with ``workers`` processes
+    takes beyond ``trace_activities()``, from the measured model above."""
+    estimate = _ONE_PROCESS_FIXED + _ONE_PROCESS_PER_ACTIVITY * activities
+    if workers > 1:
+        estimate += _SHARED_COPY_PER_ACTIVITY * activities + _PER_WORKER * (workers - 1)
+    return estimate
+
+
 def default_workers(activities: int) -> int:
     """Workers used when the caller does not say: one per two cores available (each
     process keeps one core reading and one formatting and compressing), at most
-    :data:`MAX_DEFAULT_WORKERS`, and one per :data:`MIN_ACTIVITIES_PER_WORKER` activities.
+    :data:`MAX_DEFAULT_WORKERS`, one per :data:`MIN_ACTIVITIES_PER_WORKER` activities,
+    and no more than keep the whole export within :func:`memory_budget`.
 
-    On 2 cores that is one process: measured there, a second process gains ~5% on plain
-    ``.json``, loses on ``.json.gz`` (the compression threads lose their core) and costs
-    ~180 bytes per activity of copy-on-write memory, more than the export's memory budget.
+    Workers copy the activity objects they read (copy-on-write, ~150 bytes an activity in
+    all) and each has its own pipeline (~14 MiB): far more than the budget's 32 bytes an
+    activity. So the default forks only for traces of ~100k-200k activities, where the
+    fixed part of the budget pays for it; bigger traces are exported by one process (or by
+    as many workers as the caller asks for, at that memory cost). On 2 cores it is one
+    process: measured there, a second process gains ~5% on plain ``.json`` and loses on
+    ``.json.gz`` (the compression threads lose their core).
     """
     if not can_fork():
         return 1
     by_size = activities // MIN_ACTIVITIES_PER_WORKER
-    return max(1, min(available_cpus() // 2, MAX_DEFAULT_WORKERS, by_size))
+    workers = max(1, min(available_cpus() // 2, MAX_DEFAULT_WORKERS, by_size))
+    budget = memory_budget(activities)
+    while workers > 1 and memory_estimate(activities, workers) > budget:
+        workers -= 1
+    return workers
 
 
 class WorkerError(RuntimeError):
@@ -99,9 +155,23 @@ def _send(fd: int, message: Any) -> None:
         data = data[os.write(fd, data) :]
 
 
+def _wait_readable(fd: int) -> None:
+    """Blocks until ``fd`` has data (or its writer closed it), in short slices.
+
+    A plain blocking ``os.read`` misses a SIGINT that arrives just before the call enters
+    the kernel (the signal's handler is then only run once the read returns: when the
+    worker next writes, up to seconds later). Between slices Python runs pending signal
+    handlers, so Ctrl-C is seen within one slice."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    while not poller.poll(_POLL_MS):
+        pass
+
+
 def _read_exact(fd: int, n: int) -> bytes | None:
     chunks = []
     while n:
+        _wait_readable(fd)
         chunk = os.read(fd, n)
         if not chunk:
             return None
@@ -126,7 +196,8 @@ class _Worker:
     pid: int
     to_worker: int
     from_worker: int
-    output: str
+    output: Any  # the anonymous file (an open binary file object)
+    identity: tuple[int, int]  # its device and inode
     reaped: bool = False
 
     def receive(self, expected: str) -> tuple[Any, ...]:
@@ -191,7 +262,8 @@ def _worker_main(
     activities: Sequence[Any],
     span: range,
     get: Getters,
-    output: str,
+    output: int,
+    destination: str,
     level: int | None,
     threads: int,
     host_pid: int,
@@ -208,7 +280,7 @@ def _worker_main(
         # now that it no longer raises here.
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        exporter = _kinetrace._Exporter(output, level, threads, False, True)
+        exporter = _kinetrace._Exporter(destination, level, threads, False, output)
         if graphs is not None:
             exporter.set_graph_annotations(*graphs.native(False))
         first_pass(exporter, activities, get, span)
@@ -225,11 +297,21 @@ def _worker_main(
     except BaseException as exc:
         if exporter is not None:
             with contextlib.suppress(BaseException):
-                exporter.abort()  # removes its temporary file; os._exit runs no destructor
+                exporter.abort()  # stops its threads; os._exit runs no destructor
         with contextlib.suppress(BaseException):
             _send(to_parent, ("error", *_carried_error(exc)))
     finally:
         os._exit(code)
+
+
+def _anonymous_file(directory: str, name: str) -> Any:
+    """A new file in ``directory`` that no name leads to (see the module docs)."""
+    try:
+        return tempfile.TemporaryFile(prefix=f".{name}.", suffix=".kinetrace-tmp", dir=directory)
+    except OSError as exc:
+        raise type(exc)(
+            exc.errno, f"cannot create a worker output for {name} in {directory}: {exc.strerror}"
+        ) from exc
 
 
 def export_forked(
@@ -246,7 +328,7 @@ def export_forked(
 ) -> list[str]:
     """Both passes with ``workers`` processes (this one included). ``start(exporter)``
     ends the first pass (time base, header) and returns the base. Returns the worker
-    output files: delete them once the exporter has finished (it reads them)."""
+    outputs: pass them to :func:`remove_outputs` once the exporter has finished."""
     n = len(activities)
     bounds = [n * i // workers for i in range(workers + 1)]
     host_pid = os.getpid()
@@ -255,11 +337,14 @@ def export_forked(
     name = os.path.basename(output_path)
     per_process_threads = max(1, threads // workers)
     started: list[_Worker] = []
-    outputs: list[str] = []
+    outputs: list[Any] = []
+    frozen = _freeze_heap()
     try:
         for i in range(1, workers):
-            output = os.path.join(directory, f".{name}.{host_pid}.w{i}.kinetrace-tmp")
+            output = _anonymous_file(directory, name)
             outputs.append(output)
+            info = os.fstat(output.fileno())
+            identity = (info.st_dev, info.st_ino)
             parent_r, child_w = os.pipe()
             child_r, parent_w = os.pipe()
             # No Ctrl-C between fork and the worker's own handler: a KeyboardInterrupt
@@ -269,6 +354,7 @@ def export_forked(
             try:
                 pid = _fork()
                 if pid == 0:  # the worker: _worker_main leaves only through os._exit
+                    gc.disable()  # see _freeze_heap
                     try:
                         os.close(parent_r)
                         os.close(parent_w)
@@ -276,7 +362,8 @@ def export_forked(
                             activities,
                             range(bounds[i], bounds[i + 1]),
                             get,
-                            output,
+                            output.fileno(),
+                            output_path,
                             level,
                             per_process_threads,
                             pid_in_trace,
@@ -291,7 +378,7 @@ def export_forked(
                     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             os.close(child_r)
             os.close(child_w)
-            started.append(_Worker(i, pid, parent_w, parent_r, output))
+            started.append(_Worker(i, pid, parent_w, parent_r, output, identity))
 
         own = range(bounds[0], bounds[1])
         first_pass(exporter, activities, get, own)
@@ -303,8 +390,17 @@ def export_forked(
             _send(worker.to_worker, (base,))
         second_pass(exporter, activities, get, bar, own)
         for worker in started:
-            events, text_len, _file_len, crc, graph_state = worker.receive("done")
-            exporter.append_slice(worker.output, events, text_len, crc, graph_state)
+            events, text_len, file_len, crc, graph_state = worker.receive("done")
+            exporter.append_slice(
+                output_path,
+                worker.output.fileno(),
+                worker.identity,
+                events,
+                text_len,
+                file_len,
+                crc,
+                graph_state,
+            )
             if bar is not None:
                 bar.advance(bounds[worker.index + 1] - bounds[worker.index])
         for worker in started:
@@ -322,18 +418,28 @@ def export_forked(
             worker.close_pipes()
             with contextlib.suppress(ChildProcessError):
                 worker.reap()
+        if frozen:
+            gc.unfreeze()
     return outputs
 
 
-def remove_outputs(paths: list[str]) -> None:
-    """Deletes worker output files, and the temporary files of workers that were killed
-    before they could remove them, whatever state the export ended in."""
-    import glob
+def _freeze_heap() -> bool:
+    """Keeps the garbage collector off the objects that exist at the fork, while workers
+    share them copy-on-write. A collection walks every tracked object and writes to its
+    header: in a worker, or in this process while workers live, it would copy nearly every
+    page of the heap (~200 bytes per activity per process, measured). Workers do not
+    collect at all; this process collects only objects made after the fork until the
+    export ends. Returns whether it froze (not when the caller froze objects itself: their
+    ``gc.unfreeze`` is theirs to call)."""
+    if gc.get_freeze_count():
+        return False
+    gc.freeze()
+    return True
 
-    for path in paths:
-        directory, name = os.path.split(path)
-        pattern = f".{glob.escape(name)}.*.kinetrace-tmp"
-        leftovers = glob.glob(os.path.join(glob.escape(directory), pattern))
-        for leftover in [path, *leftovers]:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(leftover)
+
+def remove_outputs(outputs: list[Any]) -> None:
+    """Discards the worker outputs (closing an anonymous file frees it), whatever state the
+    export ended in."""
+    for output in outputs:
+        with contextlib.suppress(OSError):
+            output.close()

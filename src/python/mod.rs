@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 use crate::error::Error;
 use crate::format::Header;
 use crate::graphs::{Annotation, CharClasses, GraphAnnotations, GraphState};
-use crate::pipeline::{ExportStats, Exporter, Framing, Queue, SliceOutput, QUEUE_DEPTH};
+use crate::pipeline::{ExportStats, Exporter, Queue, SliceOutput, QUEUE_DEPTH};
 use crate::sink::Encoding;
 use crate::trace::{self, Batch, Flow, PartialSummary, StrColumn};
 
@@ -30,6 +30,27 @@ type Finished = (u64, u64, u64, Option<u32>);
 
 /// How long a blocking wait runs with the GIL released before checking for Ctrl-C.
 pub(crate) const POLL: Duration = Duration::from_millis(50);
+
+/// A new descriptor of the open file `fd` (the caller keeps and closes its own).
+#[cfg(unix)]
+fn duplicate_fd(fd: i32) -> PyResult<std::fs::File> {
+    use std::os::fd::{BorrowedFd, RawFd};
+    if fd < 0 {
+        return Err(Error::InvalidArgument(format!("not a file descriptor: {fd}")).into());
+    }
+    // SAFETY: only duplicated (fcntl F_DUPFD_CLOEXEC), never closed or used beyond this
+    // call; a descriptor that is not open makes the duplication fail with EBADF.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd as RawFd) };
+    let owned = borrowed
+        .try_clone_to_owned()
+        .map_err(|e| Error::io(format!("cannot use file descriptor {fd}"), e))?;
+    Ok(std::fs::File::from(owned))
+}
+
+#[cfg(not(unix))]
+fn duplicate_fd(fd: i32) -> PyResult<std::fs::File> {
+    Err(Error::InvalidArgument(format!("file descriptors need a POSIX system, got {fd}")).into())
+}
 
 /// Calls `f` with the bytes of a Python string. Strings holding lone surrogates (which
 /// UTF-8 cannot encode) come as `surrogatepass` bytes; the renderer writes them as
@@ -148,17 +169,19 @@ impl PyExporter {
 impl PyExporter {
     /// `background`: never wait for the writer while extracting (batches queue up in
     /// memory), so the caller is released as soon as the fields are read.
-    /// `slice`: write only this process's activity events (a worker's slice; a raw
-    /// deflate piece for gzip), for the parent to splice in with `append_slice`.
+    /// `slice`: an open file descriptor (an anonymous file the parent made): write only
+    /// this process's activity events into it (a worker's slice; a raw deflate piece for
+    /// gzip), for the parent to splice in with `append_slice`; `path` (the destination)
+    /// then only names it in errors.
     #[new]
-    #[pyo3(signature = (path, compresslevel=None, threads=1, background=false, slice=false))]
+    #[pyo3(signature = (path, compresslevel=None, threads=1, background=false, slice=None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         compresslevel: Option<u32>,
         threads: usize,
         background: bool,
-        slice: bool,
+        slice: Option<i32>,
     ) -> PyResult<Self> {
         let encoding = match compresslevel {
             None => Encoding::Plain,
@@ -169,12 +192,13 @@ impl PyExporter {
         } else {
             Queue::Bounded(QUEUE_DEPTH)
         };
-        let framing = if slice {
-            Framing::Slice
-        } else {
-            Framing::Whole
+        let exporter = match slice {
+            Some(fd) => {
+                let file = duplicate_fd(fd)?;
+                Exporter::create_in_file(file, &path, encoding, queue)?
+            }
+            None => py.detach(|| Exporter::create(&path, encoding, queue))?,
         };
-        let exporter = py.detach(|| Exporter::create_framed(&path, encoding, queue, framing))?;
         Ok(PyExporter {
             inner: Mutex::new(ExporterState {
                 exporter,
@@ -290,23 +314,31 @@ impl PyExporter {
         Ok(state.map(|s| PyBytes::new(py, &s.encode())))
     }
 
-    /// Queues a worker's finished slice file after the events submitted so far, with the
-    /// slice's CUDA-graph state (`graph_state()` in the worker) when it has one.
-    #[pyo3(signature = (path, events, text_len, crc=None, graph_state=None))]
+    /// Queues a worker's finished output after the events submitted so far: the file open
+    /// as `fd`, which must still be the regular file `identity` (device, inode) and hold
+    /// `file_len` bytes (`path`, the destination, names it in errors), with the slice's
+    /// CUDA-graph state (`graph_state()` in the worker) when it has one.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, fd, identity, events, text_len, file_len, crc=None, graph_state=None))]
     fn append_slice(
         &self,
         py: Python<'_>,
         path: PathBuf,
+        fd: i32,
+        identity: (u64, u64),
         events: u64,
         text_len: u64,
+        file_len: u64,
         crc: Option<u32>,
         graph_state: Option<&[u8]>,
     ) -> PyResult<()> {
         let graph = graph_state.map(GraphState::decode).transpose()?;
+        let file = duplicate_fd(fd)?;
+        crate::sink::check_worker_output(&file, identity, file_len, &path)?;
         let mut state = self.state()?;
         let exporter = &mut state.exporter;
         let slice = SliceOutput {
-            path,
+            file,
             events,
             text_len,
             crc,

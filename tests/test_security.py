@@ -1,0 +1,248 @@
+"""Security: what another local user plants in a shared output directory never makes
+kinetrace write anywhere else, fail, or hang.
+
+The scenario: a trace folder that is world-writable and sticky (``/tmp/traces``, a team's
+folder) and owned by another user, the attacker, who plants things at every name kinetrace
+uses or used to use beside a destination: its worker outputs (``.{name}.{pid}.w{i}...``)
+and its temporary files (``.{name}.{pid}.{n}...``). What is planted: a symbolic link to a
+file the exporting user owns (the victim), a hard link to it, a dangling link (a file
+created through it would appear elsewhere), a file, a directory and a FIFO. Then every way
+kinetrace writes a file runs there: ``export_chrome_trace`` with 1-4 workers, ``.json`` and
+``.json.gz``, background on and off, ``GzipWriter`` and ``recompress`` (``kinetrace
+compress``). Each must succeed with a valid trace, leave the victim and every planted thing
+as they were, and leave no file of its own behind.
+
+The exports run in a subprocess that knows its own pid (names contain it). As root, that
+process runs without the capabilities that bypass file permissions (``setpriv``) and the
+planted things belong to another user (``nobody``), so the kernel's permission checks are
+those an ordinary user meets; the kernel's own link protections (``fs.protected_*``) do not
+apply either, as the folder belongs to the attacker. As another user the test runs the same
+with everything owned by that user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import kinetrace
+from kinetrace import _kinetrace
+
+TESTS = Path(__file__).resolve().parent
+#: Runs a command as root without the capabilities that bypass file permissions.
+DROP_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+#: The attacker's user id when the test runs as root.
+NOBODY = 65534
+KINDS = ["symlink", "hardlink", "dangling-symlink", "file", "directory", "fifo"]
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, os, stat, sys, zlib
+    import kinetrace
+    from kinetrace import _kinetrace
+    from synthetic import SyntheticResult, warm_up
+
+    root, suffix, attacker = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    kinds = sys.argv[4].split(",")
+    warm_up()
+    pid = os.getpid()
+    private = os.path.join(root, "private")  # the exporting user's own folder
+    os.makedirs(private, mode=0o700)
+    victim = os.path.join(private, "victim.json")
+    with open(victim, "wb") as f:
+        f.write(b"the victim's own file, must survive\\n")
+    source = SyntheticResult(5_000, gpu=True)
+    reference = os.path.join(private, "reference.json")
+    expected_events = kinetrace.export_chrome_trace(source, reference, workers=1).events
+    failures = []
+
+    def names(dest_name):
+        workers = [f".{dest_name}.{pid}.w{i}.kinetrace-tmp" for i in range(1, 9)]
+        temps = [f".{dest_name}.{pid}.{n}.kinetrace-tmp" for n in range(8)]
+        return workers + temps
+
+    def plant(kind, path, tag):
+        if kind == "symlink":
+            os.symlink(victim, path)
+        elif kind == "hardlink":
+            os.link(victim, path)
+            return  # the victim's own inode: it keeps its owner
+        elif kind == "dangling-symlink":
+            os.symlink(os.path.join(private, "created-" + tag), path)
+        elif kind == "file":
+            with open(path, "wb") as f:
+                f.write(b"the attacker's file\\n")
+        elif kind == "directory":
+            os.mkdir(path)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        os.lchown(path, attacker, attacker)
+
+    def snapshot(directory):
+        state = {}
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            st = os.lstat(path)
+            entry = [stat.S_IFMT(st.st_mode), st.st_ino, st.st_uid, st.st_mtime_ns]
+            if stat.S_ISLNK(st.st_mode):
+                entry.append(os.readlink(path))
+            elif stat.S_ISREG(st.st_mode):
+                with open(path, "rb") as f:
+                    entry.append(f.read().hex())
+            elif stat.S_ISDIR(st.st_mode):
+                entry.append(sorted(os.listdir(path)))
+            state[name] = entry
+        return state
+
+    def valid(path, case):
+        report = _kinetrace.check_trace(path)
+        if not report["valid"]:
+            failures.append(f"{case}: invalid trace: {report['errors'][:3]}")
+            return
+        with open(path, "rb") as f:
+            data = f.read()
+        if path.endswith(".gz"):
+            data = zlib.decompress(data, 31)
+        trace = json.loads(data)
+        if len(trace["traceEvents"]) != expected_events:
+            failures.append(f"{case}: {len(trace['traceEvents'])} events")
+
+    def exports(dest):
+        for workers in (1, 2, 3, 4):
+            for background in (False, True):
+                def run(workers=workers, background=background):
+                    out = kinetrace.export_chrome_trace(
+                        source, dest, workers=workers, background=background
+                    )
+                    if background:
+                        out.result(timeout=300)
+                yield f"workers={workers} background={background}", run
+        if dest.endswith(".gz"):
+            def gzip_writer():
+                with open(reference, "rb") as src, kinetrace.GzipWriter(dest) as out:
+                    out.write(src.read())
+            yield "GzipWriter", gzip_writer
+            def compress():
+                _kinetrace.recompress(reference, dest, 6, 2)
+            yield "compress", compress
+
+    for kind in kinds:
+        shared = os.path.join(root, "shared-" + kind)
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        os.chown(shared, attacker, attacker)  # the attacker's folder, sticky, open to all
+        dest = os.path.join(shared, "t" + suffix)
+        for i, name in enumerate(names(os.path.basename(dest))):
+            plant(kind, os.path.join(shared, name), f"{kind}-{i}")
+        planted = snapshot(shared)
+        mine = snapshot(private)
+        for label, run in exports(dest):
+            case = f"{kind}, {label}"
+            try:
+                run()
+            except BaseException as exc:
+                failures.append(f"{case}: {type(exc).__name__}: {exc}")
+                continue
+            valid(dest, case)
+            os.remove(dest)
+            if snapshot(shared) != planted:
+                failures.append(f"{case}: the shared folder changed")
+            if snapshot(private) != mine:
+                failures.append(f"{case}: the exporting user's own folder changed")
+    print(json.dumps(failures))
+    """
+)
+
+
+def run_planted(tmp_path: Path, suffix: str, kinds: list[str]) -> list[str]:
+    """Runs :data:`SCRIPT` as an ordinary user would; returns its failures."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(TESTS), *(p for p in sys.path if p)]))
+    command = [sys.executable, "-c", SCRIPT, str(tmp_path), suffix]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("no setpriv to drop CAP_DAC_OVERRIDE")
+        command = [*DROP_DAC, *command, str(NOBODY)]
+        tmp_path.chmod(0o755)  # the attacker reaches the shared folders
+    else:
+        command.append(str(os.getuid()))
+    command.append(",".join(kinds))
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 and "setpriv" in done.stderr:
+        pytest.skip(f"cannot drop capabilities: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(os, "mkfifo"), reason="POSIX only")
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_planted_names_are_never_followed(tmp_path, suffix):
+    assert run_planted(tmp_path, suffix, KINDS) == []
+
+
+def test_a_spliced_output_must_be_the_file_made_for_it(tmp_path):
+    """The parent splices a worker's output only when its descriptor is still the regular
+    file made for it (device, inode) with the length the worker reported."""
+    exporter = _kinetrace._Exporter(str(tmp_path / "t.json"))
+    try:
+        with tempfile.TemporaryFile(dir=tmp_path) as output:
+            output.write(b"x" * 10)
+            output.flush()
+            info = os.fstat(output.fileno())
+            identity = (info.st_dev, info.st_ino)
+            fd = output.fileno()
+            with pytest.raises(RuntimeError, match="not the file made for it"):
+                exporter.append_slice(
+                    tmp_path / "t.json", fd, (info.st_dev, info.st_ino + 1), 1, 10, 10
+                )
+            with pytest.raises(RuntimeError, match="has 10 bytes, the worker reported 11"):
+                exporter.append_slice(tmp_path / "t.json", fd, identity, 1, 11, 11)
+        read, write = os.pipe()
+        try:
+            with pytest.raises(RuntimeError, match="not a regular file"):
+                exporter.append_slice(tmp_path / "t.json", read, identity, 0, 0, 0)
+        finally:
+            os.close(read)
+            os.close(write)
+        with pytest.raises(ValueError, match="not a file descriptor"):
+            exporter.append_slice(tmp_path / "t.json", -1, identity, 0, 0, 0)
+        beyond = resource.getrlimit(resource.RLIMIT_NOFILE)[0]  # never an open descriptor
+        with pytest.raises(OSError, match="cannot use file descriptor"):
+            exporter.append_slice(tmp_path / "t.json", beyond, identity, 0, 0, 0)
+    finally:
+        exporter.abort()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_worker_outputs_have_no_name(tmp_path, monkeypatch):
+    """While the workers write, the destination's folder holds no file of theirs: their
+    outputs are anonymous."""
+    from kinetrace import _workers
+    from synthetic import SyntheticResult
+
+    seen: list[list[str]] = []
+    real = _workers._Worker.receive
+
+    def receive(self, expected):
+        answer = real(self, expected)
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
+        return answer
+
+    monkeypatch.setattr(_workers._Worker, "receive", receive)
+    stats = kinetrace.export_chrome_trace(SyntheticResult(20_000), tmp_path / "t.json", workers=3)
+    assert stats.events > 20_000
+    # Summaries and finished outputs of two workers; only the main temporary file exists.
+    assert len(seen) == 4
+    for names in seen:
+        assert [n for n in names if ".w" in n] == [], names
+        assert len(names) <= 1, names
