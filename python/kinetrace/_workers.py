@@ -331,7 +331,6 @@ def export_forked(
     outputs: pass them to :func:`remove_outputs` once the exporter has finished."""
     n = len(activities)
     bounds = [n * i // workers for i in range(workers + 1)]
-    host_pid = os.getpid()
     pid_in_trace = trace_pid()  # here, not in the worker (whose pid differs)
     directory = os.path.dirname(os.path.abspath(output_path))
     name = os.path.basename(output_path)
