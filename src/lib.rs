@@ -12,6 +12,7 @@ pub mod error;
 pub mod format;
 pub mod fragment;
 pub mod gzip;
+pub mod kineto;
 pub mod pipeline;
 pub mod render;
 pub mod sink;
