@@ -190,18 +190,16 @@ def _metadata_members(metadata: Mapping[str, Any] | None) -> list[tuple[str, str
 
 def _private_dir(parent: str, made: list[str]) -> str:
     """A new directory only this user can enter (mode 0700), under ``parent``. Its name is
-    appended to ``made`` before it is created."""
+    appended to ``made`` before it is created (a name whose creation failed stays there:
+    removing what does not exist does nothing)."""
     while True:
         name = os.path.join(parent, f".kinetrace-{secrets.token_hex(8)}")
         made.append(name)
         try:
             os.mkdir(name, 0o700)
-        except FileExistsError:
+        except FileExistsError:  # not ours: never removed
             made.pop()
             continue
-        except BaseException:
-            made.pop()
-            raise
         return name
 
 
