@@ -46,7 +46,8 @@ for combo in "${COMBINATIONS[@]}"; do
   "$UV" pip install -q --python "$dir/bin/python" --reinstall --no-deps "$wheel"
   log "compat: torch ${combo%/*} on Python ${combo#*/}"
   if "$dir/bin/python" -m pytest -q -p no:cacheprovider tests/compat; then
-    log "compat: torch ${combo%/*} on Python ${combo#*/} passed ($((SECONDS - started)) s)"
+    log "compat: torch ${combo%/*} on Python ${combo#*/} passed ($((SECONDS - started)) s); timings:"
+    "$dir/bin/python" benches/compat_timing.py --iterations "${KINETRACE_COMPAT_ITERATIONS:-10000}"
   else
     failed+=("$combo")
   fi

@@ -165,7 +165,9 @@ def export_via_kineto(
             counts = _stream_saved_file(target, trace_name, level, threads, rename, members)
         else:
             rename = _trace_name_rewrite(target, trace_name)
-            counts = _stream_fifos(result, target, fifos, trace_name, level, threads, rename, members)
+            counts = _stream_fifos(
+                result, target, fifos, trace_name, level, threads, rename, members
+            )
     finally:
         _remove_dirs(scratches)
     events, text_bytes, file_bytes = counts
