@@ -287,10 +287,12 @@ def _stream_fifos(
             counts = _stream_saved_file(target, trace_name, level, threads, rename, members)
         return counts
     finally:
-        _close_all(write_fds)
-        _close_all(read_fds)
+        # abort() first, and nothing before it that runs Python code: a Ctrl-C raised in a
+        # Python call here would skip it and leave the temporary output to the traceback.
         if stream is not None:
             stream.abort()
+        _close_all(write_fds)  # only ends never handed over
+        _close_all(read_fds)
 
 
 def _stream_saved_file(
