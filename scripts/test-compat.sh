@@ -10,6 +10,7 @@
 #   KINETRACE_COMPAT_VENVS_ONLY=1 ...      create the venvs, run nothing
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
+ensure_uv  # here, not only inside $(compat_venv ...), whose subshell keeps its UV to itself
 
 #: torch/Python pairs CI tests besides the main suite's torch 2.15 on Python 3.11. torch 2.15 has
 #: no wheels for Python 3.10, so 3.10 is tested with 2.14, the newest torch built for it.
