@@ -266,9 +266,10 @@ def compare_kineto_writer(
     formats: Sequence[str] = ("json", "json.gz"),
     repeat: int = 1,
 ) -> list[Row]:
-    """For torch < 2.13: torch's own ``export_chrome_trace`` against kinetrace's fallback,
-    each run on a fresh profile from ``record()`` (Kineto's ``save`` works once per result).
-    Rows in table order; only exporters timed, so there is no accessor-floor row."""
+    """torch's own ``export_chrome_trace`` against ``kinetrace.export_chrome_trace`` (on
+    torch < 2.13 its fallback), each run on a fresh profile from ``record()`` (Kineto's
+    ``save`` works once per result). Rows in table order; only exporters timed, so there is
+    no accessor-floor row."""
     import warnings
 
     from kinetrace import _fallback
@@ -301,10 +302,11 @@ def compare_kineto_writer(
         seconds = best_of(lambda prof, p: prof.export_chrome_trace(p), path)
         note = "torch's own gzip copy, level 9" if fmt == "json.gz" else "Kineto's writer"
         rows.append(_row("stock C++", fmt, seconds, _size(path), note))
+    own_formatter = has_trace_activities()
     for fmt in formats:
         path = os.path.join(out_dir, f"kinetrace.{fmt}")
         seconds = best_of(kinetrace_export, path)
-        note = "Kineto's writer, streamed"
+        note = "torch Python-exporter bytes" if own_formatter else "Kineto's writer, streamed"
         if fmt == "json.gz":
             note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
         rows.append(_row("kinetrace", fmt, seconds, _size(path), note))
