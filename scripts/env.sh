@@ -30,9 +30,29 @@ ensure_uv() {
   fi
 }
 
-# make_venv DIR PYTHON STAMP REQUIREMENT_ARGS...: (re)create DIR with PYTHON (a version uv
-# finds, e.g. 3.11) and install the requirements, only when STAMP's text changed since the last
-# successful run.
+# find_python X.Y: the full path of a working Python X.Y interpreter. pyenv shims answer
+# `command -v pythonX.Y` for every installed version but fail when X.Y is not pyenv's selected
+# one, so each candidate is run, and pyenv's own install directories come first.
+find_python() {
+  local want=$1 candidate
+  local candidates=()
+  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$want".*/bin/python"$want" \
+    /usr/bin/python"$want" /usr/local/bin/python"$want" "$(command -v "python$want" || true)"; do
+    [ -n "$candidate" ] && candidates+=("$candidate")
+  done
+  for candidate in "${candidates[@]}"; do
+    if [ -x "$candidate" ] && [ "$("$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" == "$want" ]; then
+      printf '%s\n' "$candidate"
+      return 0
+    fi
+  done
+  echo "no working Python $want found (looked at: ${candidates[*]})" >&2
+  return 1
+}
+
+# make_venv DIR PYTHON STAMP REQUIREMENT_ARGS...: (re)create DIR with Python PYTHON (X.Y, found
+# by find_python) and install the requirements, only when STAMP's text changed since the last
+# successful run. A half-made venv has no stamp, so the next run starts it again.
 make_venv() {
   local dir=$1 python=$2 stamp_text=$3
   shift 3
@@ -41,9 +61,11 @@ make_venv() {
   if [ -x "$dir/bin/python" ] && [ "$stamp_text" == "$(cat "$stamp" 2>/dev/null)" ]; then
     return 0
   fi
+  local interpreter
+  interpreter=$(find_python "$python")
   log "creating $dir (Python $python; torch is ~3 GB the first time, shared after)"
   rm -rf "$dir"
-  "$UV" venv -q --seed --python "$(command -v "python$python" || echo "$python")" "$dir"
+  "$UV" venv -q --seed --no-python-downloads --python "$interpreter" "$dir"
   VIRTUAL_ENV="$dir" "$UV" pip install -q "$@"
   printf '%s' "$stamp_text" > "$stamp"
 }

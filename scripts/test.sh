@@ -28,5 +28,8 @@ if [ "$status" -eq 5 ]; then
 fi
 [ "$status" -eq 0 ] || exit "$status"
 
+log "compatibility suite: torch 2.11 to 2.15, Python 3.10 to 3.13 (scripts/test-compat.sh)"
+"$ROOT/scripts/test-compat.sh"
+
 log "benchmark (short run; the full one is benches/bench_export.py)"
 python benches/bench_export.py --iterations 5000 --repeat 1

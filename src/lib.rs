@@ -10,6 +10,7 @@
 //! and `lexer` (the strict streaming JSON lexer): `check` (trace rules, `kinetrace check`),
 //! `split` (`kinetrace split` / `filter`, and `keep=` / `split_mb=` at export time);
 //! `recompress` (`kinetrace compress`) needs only `members`.
+//! `kineto` makes the older-torch fallback's stream (Kineto's own writer) strict JSON.
 //! The Python bindings live in `python` and are compiled only with the `python` feature.
 
 pub mod check;
@@ -18,6 +19,7 @@ pub mod format;
 pub mod fragment;
 pub mod graphs;
 pub mod gzip;
+pub mod kineto;
 pub(crate) mod lexer;
 pub(crate) mod members;
 pub mod pipeline;

@@ -121,12 +121,28 @@ def _add_run(subparsers: Any) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     """``kinetrace demo``: profile ``--iterations`` steps of add/mul/sum on 8x8 tensors,
     export the one result with stock torch (Kineto C++), torch's Python exporter and
-    kinetrace, print the comparison table, and keep the traces in ``--out``."""
+    kinetrace, print the comparison table, and keep the traces in ``--out``. On torch < 2.13
+    (no Python exporter) it compares torch's own export with kinetrace's fallback, and says
+    so."""
     import time
 
     from kinetrace import _bench
 
     out = os.path.abspath(args.out)
+    if not _bench.has_trace_activities():
+        import torch
+
+        print(_bench.KINETO_WRITER_NOTE.format(version=torch.__version__))
+        rows = _bench.compare_kineto_writer(
+            lambda: _bench.record_workload(
+                args.iterations, record_shapes=not args.no_shapes, with_stack=args.with_stack
+            ),
+            out,
+            repeat=args.repeat,
+        )
+        print(_bench.format_table(rows))
+        print(f"\ntraces written to {out}")
+        return 0
     started = time.perf_counter()
     print(
         f"profiling {args.iterations} steps (record_shapes={not args.no_shapes}, "

@@ -260,9 +260,10 @@ def resolve_source(source: Any) -> tuple[Any, Mapping[str, Any] | None]:
     """The ``_ProfilerResult`` behind ``source`` and the trace metadata it carries."""
     if hasattr(source, "trace_activities"):
         return source, None
-    if hasattr(source, "_trace_metadata") and hasattr(source, "profiler"):
+    if _is_profile(source):
         # torch.profiler.profile (or kinetrace.profile): the autograd profiler inside holds
-        # the result once the profile has stopped.
+        # the result once the profile has stopped. torch < 2.13 keeps no _trace_metadata
+        # (kinetrace.profile does, there too).
         inner = source.profiler
         if inner is None:
             raise RuntimeError(
@@ -275,7 +276,7 @@ def resolve_source(source: Any) -> tuple[Any, Mapping[str, Any] | None]:
                 "the profiler has not stopped yet: export after the `with` block "
                 "or after stop() (or from on_trace_ready)"
             )
-        return _require_trace_activities(result), source._trace_metadata
+        return _require_trace_activities(result), getattr(source, "_trace_metadata", None)
     if hasattr(source, "kineto_results"):
         result = source.kineto_results
         if result is None:
@@ -291,6 +292,18 @@ def resolve_source(source: Any) -> tuple[Any, Mapping[str, Any] | None]:
         "torch.autograd.profiler.profile or a _ProfilerResult (anything with "
         f"trace_activities()), not {type(source).__name__}"
     )
+
+
+def _is_profile(source: Any) -> bool:
+    """A ``torch.profiler.profile`` (or a subclass, or anything shaped like one: its
+    autograd profiler under ``profiler`` and a ``step`` method or ``_trace_metadata``)."""
+    if not hasattr(source, "profiler"):
+        return False
+    torch = sys.modules.get("torch")
+    kineto_profile = getattr(getattr(torch, "profiler", None), "_KinetoProfile", None)
+    if isinstance(kineto_profile, type) and isinstance(source, kineto_profile):
+        return True
+    return hasattr(source, "_trace_metadata") or callable(getattr(source, "step", None))
 
 
 def _require_trace_activities(result: Any) -> Any:
@@ -447,10 +460,10 @@ def export_chrome_trace(
     escapes, control characters and NaN/Infinity in names or metadata are repaired).
 
     On torch < 2.13 (no ``trace_activities()``) the file is Kineto's own output
-    (``result.save``), streamed into ``path`` (gzip for ``.gz``) without a full-size
-    temporary file; a ``FallbackWarning`` says so, ``metadata``, ``base_time_ns``,
-    ``workers`` and ``progress`` do not apply, and ``background=True`` runs synchronously
-    (see ``kinetrace._fallback``).
+    (``result.save``), made strict JSON and streamed into ``path`` (gzip for ``.gz``)
+    without a full-size temporary file; a ``FallbackWarning`` (once per process) says so,
+    ``metadata`` is added as top-level keys, ``base_time_ns``, ``workers`` and ``progress``
+    do not apply, and ``background=True`` runs synchronously (see ``kinetrace._fallback``).
 
     Args:
         source: a stopped ``torch.profiler.profile``, a ``torch.autograd.profiler.profile``
@@ -582,8 +595,8 @@ def export_chrome_trace(
             n_threads,
             started=started,
             background=background,
+            metadata=metadata,
             ignored={
-                "metadata": metadata is not source_metadata,
                 "base_time_ns": base_time_ns is not None,
                 "workers": workers is not None,
                 "progress": progress,

@@ -1,12 +1,21 @@
 """torch < 2.13 (no ``_ProfilerResult.trace_activities()``): Kineto's own writer, streamed.
 
 ``result.save(p)`` (Kineto's C++ ChromeTraceLogger) is the only exporter those versions have.
-kinetrace points it at FIFOs in a private temporary directory and streams what arrives,
-from Rust threads that never need the GIL (``save`` holds it throughout), into the
-destination: written atomically (or directly, for an existing FIFO or ``/dev/null``), and
-for ``.gz`` through the parallel single-member gzip encoder. No file as large as the trace
-is written. The file is Kineto's format, not torch's Python-exporter format, apart from
-``traceName``, which names the destination rather than the FIFO.
+kinetrace points it at FIFOs in a private temporary directory (mode 0700, in the system's
+temporary directory: FIFOs hold no data) and streams what arrives, from Rust threads that
+never need the GIL (``save`` holds it throughout), into the destination: written atomically
+(or directly, for an existing FIFO or ``/dev/null``), and for ``.gz`` through the parallel
+single-member gzip encoder. No file as large as the trace is written.
+
+The file is Kineto's format, not torch's Python-exporter format, made strict JSON on the
+way (see ``kinetrace._kinetrace._KinetoStream``): quotes Kineto leaves unescaped in names
+are escaped, and the text is validated, so an export whose trace is still not strict JSON
+raises instead of writing it. ``traceName`` names the destination rather than the FIFO.
+Metadata kinetrace carries itself (``kinetrace.profile.add_metadata`` on these versions,
+and the ``metadata`` argument) is written as top-level keys exactly as given; Kineto's own
+metadata passes through Kineto, which writes every ``\\`` in a value as ``/``. Kineto
+also writes a ``\\`` in a name as ``/`` and a name with a tab or non-ASCII character as
+``"unknown"``; kinetrace cannot recover those names.
 
 Kineto writes ``p + ".tmp"`` and renames it over ``p`` (torch 2.15) or writes ``p`` itself
 (older Kineto), so there is a FIFO at each; exactly one must receive the trace. Should
@@ -16,6 +25,10 @@ filesystem without them), ``save`` writes a regular temporary file beside the de
 which is then streamed (compressed for ``.gz``) into place and removed: there, a full-size
 copy exists while the export runs.
 
+Ctrl-C: ``save`` holds the GIL, so an interrupt while Kineto writes is seen only when
+``save`` returns; the export then stops, and the private directory and the temporary output
+are removed before the ``KeyboardInterrupt`` reaches the caller.
+
 A FIFO destination read by a thread of this same process deadlocks (``save`` holds the
 GIL while it waits for the reader), as it does with torch's own ``save``.
 """
@@ -23,10 +36,13 @@ GIL while it waits for the reader), as it does with torch's own ``save``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import secrets
 import shutil
 import stat
+import sys
 import tempfile
 import time
 import warnings
@@ -41,6 +57,9 @@ __all__ = ["FallbackWarning", "export_chrome_trace", "export_via_kineto"]
 #: The name Kineto is told to write (inside the private temporary directory).
 _TRACE_FILE = "trace.json"
 
+#: The FallbackWarning messages given so far (each is given once per process).
+_warned: set[str] = set()
+
 
 class FallbackWarning(UserWarning):
     """The trace was written by Kineto's own writer, in Kineto's format (torch < 2.13)."""
@@ -54,32 +73,56 @@ def export_chrome_trace(
     *,
     started: float,
     background: bool,
+    metadata: Mapping[str, Any] | None,
     ignored: Mapping[str, bool],
 ) -> ExportStats | ExportHandle:
     """``kinetrace.export_chrome_trace`` for a result without ``trace_activities()``.
 
-    Warns :class:`FallbackWarning` once, naming the arguments that do not apply there
-    (``metadata``: the profile's own metadata is already in Kineto's output; the time base;
-    ``workers``; ``progress``). ``background=True`` runs synchronously and returns a
-    finished :class:`ExportHandle`.
+    After a successful export, warns :class:`FallbackWarning` once per process (once per
+    distinct list of ignored arguments: the time base, ``workers``, ``progress``,
+    ``background``), pointing at the caller's code. ``background=True`` runs synchronously
+    and returns a finished :class:`ExportHandle`.
     """
+    stats = export_via_kineto(result, path, level, threads, started=started, metadata=metadata)
     skipped = [name for name, given in ignored.items() if given]
     if background:
         skipped.append("background (ran synchronously)")
     note = f"; ignored: {', '.join(skipped)}" if skipped else ""
-    warnings.warn(
-        f"torch {_torch_version()} has no _ProfilerResult.trace_activities(), so {path} is "
-        "written by Kineto's own writer in Kineto's trace format (torch's Python-exporter "
-        f"format needs torch >= 2.13){note}",
-        FallbackWarning,
-        stacklevel=3,
+    message = (
+        f"torch {_torch_version()} has no _ProfilerResult.trace_activities(), so kinetrace "
+        "writes traces with Kineto's own writer, in Kineto's trace format (torch's "
+        f"Python-exporter format needs torch >= 2.13){note}"
     )
-    stats = export_via_kineto(result, path, level, threads, started=started)
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, FallbackWarning, stacklevel=_caller_stacklevel())
     if not background:
         return stats
     handle = ExportHandle(None, stats.path, started)
     handle._outcome = stats
     return handle
+
+
+def _internal(filename: str) -> bool:
+    """A frame of kinetrace's or torch's own code (not what a warning should point at)."""
+    for name in ("kinetrace", "torch"):
+        module = sys.modules.get(name)
+        root = os.path.dirname(getattr(module, "__file__", None) or "") if module else ""
+        if root and filename.startswith(root + os.sep):
+            return True
+    return False
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in the function calling this) of the
+    innermost frame outside kinetrace and torch: the user's call, even when the export
+    ran from a trace handler inside ``prof.step()``."""
+    level = 1
+    frame = sys._getframe(1)
+    while frame.f_back is not None and _internal(frame.f_code.co_filename):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def export_via_kineto(
@@ -89,29 +132,44 @@ def export_via_kineto(
     threads: int,
     *,
     started: float | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> ExportStats:
     """Write ``result.save()``'s trace to ``path``: plain when ``level`` is None, else one
-    gzip member at that level on ``threads`` threads.
+    gzip member at that level on ``threads`` threads. ``metadata`` (key: JSON text) is
+    written as top-level keys.
 
     Raises whatever ``save`` raises (the destination is then untouched), ``OSError`` for a
-    destination that cannot be written (before ``save`` runs, where FIFOs are used), and
-    ``RuntimeError`` when ``save`` wrote no trace.
+    destination that cannot be written (naming the destination, before ``save`` runs where
+    FIFOs are used), and ``RuntimeError`` when ``save`` wrote no trace or a trace that is not
+    strict JSON even after the repairs.
     """
     if started is None:
         started = time.perf_counter()
     trace_name = os.fsdecode(os.fspath(path))
-    scratch = tempfile.mkdtemp(prefix=".kinetrace-", dir=_scratch_parent(trace_name))
+    members = _metadata_members(metadata)
+    # Filled before each directory is made, so that the `finally` removes it even when
+    # Ctrl-C lands right after os.mkdir.
+    scratches: list[str] = []
     try:
-        target = os.path.join(scratch, _TRACE_FILE)
-        rename = _trace_name_rewrite(target, trace_name)
+        target = os.path.join(_private_dir(tempfile.gettempdir(), scratches), _TRACE_FILE)
         fifos = _make_fifos(target)
         if fifos is None:
+            parent = os.path.dirname(os.path.abspath(trace_name))
+            if not os.path.isdir(parent):
+                raise FileNotFoundError(
+                    errno.ENOENT, f"cannot write {trace_name}: no such directory", parent
+                )
+            target = os.path.join(_private_dir(parent, scratches), _TRACE_FILE)
+            rename = _trace_name_rewrite(target, trace_name)
             result.save(target)
-            counts = _stream_saved_file(target, trace_name, level, threads, rename)
+            counts = _stream_saved_file(target, trace_name, level, threads, rename, members)
         else:
-            counts = _stream_fifos(result, target, fifos, trace_name, level, threads, rename)
+            rename = _trace_name_rewrite(target, trace_name)
+            counts = _stream_fifos(
+                result, target, fifos, trace_name, level, threads, rename, members
+            )
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _remove_dirs(scratches)
     events, text_bytes, file_bytes = counts
     return ExportStats(
         events=events,
@@ -122,28 +180,54 @@ def export_via_kineto(
     )
 
 
-def _scratch_parent(trace_name: str) -> str:
-    """Beside the destination (where its temporary file goes too), unless the destination
-    is an existing special file such as ``/dev/null``: then the system's temp directory."""
-    try:
-        st = os.stat(trace_name)
-    except OSError:
-        pass
-    else:
-        if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
-            return tempfile.gettempdir()
-    return os.path.dirname(os.path.abspath(trace_name))
+def _metadata_members(metadata: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """``(key, JSON text)`` pairs; a value that is not a string is written as JSON."""
+    if not metadata:
+        return []
+    return [
+        (str(key), value if isinstance(value, str) else json.dumps(value))
+        for key, value in metadata.items()
+    ]
+
+
+def _private_dir(parent: str, made: list[str]) -> str:
+    """A new directory only this user can enter (mode 0700), under ``parent``. Its name is
+    appended to ``made`` before it is created (a name whose creation failed stays there:
+    removing what does not exist does nothing)."""
+    while True:
+        name = os.path.join(parent, f".kinetrace-{secrets.token_hex(8)}")
+        made.append(name)
+        try:
+            os.mkdir(name, 0o700)
+        except FileExistsError:  # not ours: never removed
+            made.pop()
+            continue
+        return name
+
+
+def _remove_dirs(dirs: list[str]) -> None:
+    """Removes the private directories, completely even if Ctrl-C lands meanwhile (the
+    interrupt is raised once they are gone)."""
+    interrupted: BaseException | None = None
+    while dirs:
+        try:
+            shutil.rmtree(dirs[-1], ignore_errors=True)
+            dirs.pop()
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _trace_name_rewrite(target: str, trace_name: str) -> tuple[bytes, bytes]:
-    """Kineto writes ``"traceName": "<target>"`` (unescaped); the destination replaces it,
-    as a JSON string."""
+    """Kineto writes ``"traceName": "<target>"`` (unescaped, each ``\\`` as ``/``); the
+    destination replaces it, as a JSON string."""
     text = json.dumps(trace_name, ensure_ascii=False)
     try:
         replacement = text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates (undecodable bytes): escape them all
         replacement = json.dumps(trace_name).encode("ascii")
-    return b'"' + os.fsencode(target) + b'"', replacement
+    return b'"' + os.fsencode(target).replace(b"\\", b"/") + b'"', replacement
 
 
 def _make_fifos(target: str) -> tuple[list[int], list[int]] | None:
@@ -184,29 +268,40 @@ def _stream_fifos(
     level: int | None,
     threads: int,
     rename: tuple[bytes, bytes],
+    members: list[tuple[str, str]],
 ) -> tuple[int, int, int]:
     read_fds, write_fds = fifos
     stream = None
     try:
-        # The read ends belong to the stream from here on, even if the constructor raises.
-        handed, read_fds = list(read_fds), []
-        stream = _kinetrace._KinetoStream(handed, trace_name, level, threads, rename)
+        # Every end belongs to the stream from here on, even if the constructor raises; it
+        # closes the write ends in finish() (or abort(), or when dropped).
+        handed = (list(read_fds), list(write_fds))
+        read_fds.clear()
+        write_fds.clear()
+        stream = _kinetrace._KinetoStream(
+            handed[0], handed[1], trace_name, level, threads, rename, members
+        )
         result.save(target)
-        _close_all(write_fds)
         counts = stream.finish()
         if counts is None:
-            counts = _stream_saved_file(target, trace_name, level, threads, rename)
+            counts = _stream_saved_file(target, trace_name, level, threads, rename, members)
         return counts
     finally:
-        # Write ends first: a reader blocked in read() returns only at end of file.
-        _close_all(write_fds)
-        _close_all(read_fds)
+        # abort() first, and nothing before it that runs Python code: a Ctrl-C raised in a
+        # Python call here would skip it and leave the temporary output to the traceback.
         if stream is not None:
             stream.abort()
+        _close_all(write_fds)  # only ends never handed over
+        _close_all(read_fds)
 
 
 def _stream_saved_file(
-    target: str, trace_name: str, level: int | None, threads: int, rename: tuple[bytes, bytes]
+    target: str,
+    trace_name: str,
+    level: int | None,
+    threads: int,
+    rename: tuple[bytes, bytes],
+    members: list[tuple[str, str]],
 ) -> tuple[int, int, int]:
     """Streams the regular file ``save`` left at ``target`` (or ``target + ".tmp"``)."""
     for candidate in (target, target + ".tmp"):
@@ -215,7 +310,9 @@ def _stream_saved_file(
                 continue
         except FileNotFoundError:
             continue
-        stream = _kinetrace._KinetoStream.from_path(candidate, trace_name, level, threads, rename)
+        stream = _kinetrace._KinetoStream.from_path(
+            candidate, trace_name, level, threads, rename, members
+        )
         try:
             counts = stream.finish()
         finally:

@@ -138,10 +138,12 @@ class _KinetoStream:
     def __new__(
         cls,
         read_fds: list[int],
+        write_fds: list[int],
         dst: str | PathLike[str],
         compresslevel: int | None = None,
         threads: int = 1,
         trace_name: tuple[bytes, bytes] | None = None,
+        metadata: list[tuple[str, str]] = ...,
     ) -> Self: ...
     @staticmethod
     def from_path(
@@ -150,6 +152,7 @@ class _KinetoStream:
         compresslevel: int | None = None,
         threads: int = 1,
         trace_name: tuple[bytes, bytes] | None = None,
+        metadata: list[tuple[str, str]] = ...,
     ) -> _KinetoStream: ...
     def finish(self) -> tuple[int, int, int] | None: ...
     def abort(self) -> None: ...

@@ -394,6 +394,11 @@ class profile(torch.profiler.profile):
                 )
                 kwargs["activities"] = _activities_for_use_cuda(kwargs.get("activities"), use_cuda)
         super().__init__(**kwargs)
+        if not hasattr(self, "_trace_metadata"):
+            # torch < 2.13 keeps no metadata of its own (it hands each value to Kineto,
+            # which rewrites backslashes): kinetrace carries it and writes it as given.
+            self._trace_metadata: dict[str, str] = {}
+            self._kinetrace_carries_metadata = True
 
     export_chrome_trace = _kineto_profile_export_chrome_trace
 
@@ -401,10 +406,13 @@ class profile(torch.profiler.profile):
         """Adds a string value to the trace's top-level metadata, as torch's does, but
         escaped as JSON: torch escapes only quotes, so a backslash (a Windows path) or a
         control character in ``value`` made its whole trace invalid or changed the value.
-        A value of plain text is written exactly as torch writes it."""
+        A value of plain text is written exactly as torch writes it. On torch < 2.13 the
+        value is kept here (not handed to Kineto, which writes every backslash as ``/``) and
+        written by kinetrace's exports of this profile."""
         wrapped = json.dumps(value, ensure_ascii=False)
         self._trace_metadata[key] = wrapped
-        torch.autograd._add_metadata_json(key, wrapped)
+        if not getattr(self, "_kinetrace_carries_metadata", False):
+            torch.autograd._add_metadata_json(key, wrapped)
 
 
 def _init_signature() -> inspect.Signature:

@@ -14,9 +14,18 @@
 //! output failed (a full disk) keeps draining its FIFO to the end, so Kineto never blocks on
 //! a full pipe while holding the GIL; the error is reported by `finish`.
 //!
-//! Optionally the reader rewrites Kineto's `"traceName": "<the FIFO's path>"` to the
-//! destination's name: it keeps the last few KB back until the end of the stream, and
-//! replaces the last occurrence of the given bytes there.
+//! On the way the reader makes Kineto's text strict JSON and carries what Kineto would
+//! mangle (see [`crate::kineto`]): quotes Kineto left unescaped inside names are escaped,
+//! metadata members given by the caller are inserted after the opening `{`, and a checker
+//! thread validates the result, so a trace that is still not strict JSON fails the export
+//! instead of being written. Optionally it rewrites Kineto's `"traceName": "<the FIFO's
+//! path>"` to the destination's name: it keeps the last few KB back until the end of the
+//! stream, and replaces the last occurrence of the given bytes there.
+//!
+//! The object owns the FIFOs' write ends too (kept open so that no reader sees end of file
+//! before `save` is over): `finish` closes them, and `abort` or dropping the object closes
+//! them, stops and joins the readers and removes the temporary output before it returns, so
+//! no temporary file outlives an interrupted export.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -33,6 +42,9 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 
 use crate::error::{panic_message, Error, Result};
+use crate::fragment;
+use crate::kineto::{HeadInsert, QuoteRepair, Validator};
+use crate::render::push_json_string;
 use crate::sink::{Encoding, Sink};
 
 /// How long `finish` waits with the GIL released before checking for Ctrl-C.
@@ -126,6 +138,8 @@ struct Shared {
     /// Set by `abort` and on drop: readers stop at their next read.
     cancel: AtomicBool,
     rewrite: Option<Rewrite>,
+    /// Members inserted after the document's opening `{` (may be empty).
+    head: Vec<u8>,
 }
 
 /// How one reader ended.
@@ -156,12 +170,28 @@ fn claim(shared: &Shared) -> Result<Sink> {
     })
 }
 
+/// The claimed output of one reader: the sink and the checker that sees the same bytes.
+struct Output {
+    sink: Sink,
+    validator: Validator,
+}
+
+impl Output {
+    fn write(&mut self, data: &[u8]) -> Result<()> {
+        self.validator.feed(data);
+        self.sink.write_all(data)
+    }
+}
+
 /// Streams one FIFO into the shared sink (claimed on the first byte), to end of file.
 fn read_stream(src: &mut File, shared: &Shared) -> Outcome {
     let mut buf = vec![0u8; CHUNK];
-    let mut out: Option<Sink> = None;
+    let mut out: Option<Output> = None;
     let mut failed: Option<Error> = None;
     let mut events = EventCounter::default();
+    let mut head = HeadInsert::new(shared.head.clone());
+    let mut repair = QuoteRepair::default();
+    let mut inserted: Vec<u8> = Vec::new();
     let mut held: Vec<u8> = Vec::new();
     loop {
         if shared.cancel.load(Ordering::Relaxed) {
@@ -177,10 +207,15 @@ fn read_stream(src: &mut File, shared: &Shared) -> Outcome {
             continue; // drain, so Kineto (holding the GIL) never blocks on a full pipe
         }
         let data = &buf[..n];
-        let sink = match &mut out {
-            Some(sink) => sink,
-            None => match claim(shared) {
-                Ok(sink) => out.insert(sink),
+        let output = match &mut out {
+            Some(output) => output,
+            None => match claim(shared).and_then(|sink| {
+                Ok(Output {
+                    sink,
+                    validator: Validator::start()?,
+                })
+            }) {
+                Ok(output) => out.insert(output),
                 Err(e) => {
                     failed = Some(e);
                     continue;
@@ -188,20 +223,17 @@ fn read_stream(src: &mut File, shared: &Shared) -> Outcome {
             },
         };
         events.feed(data);
-        let written = match &shared.rewrite {
-            None => sink.write_all(data),
-            Some(rewrite) => {
-                held.extend_from_slice(data);
-                let keep = rewrite.keep();
-                if held.len() >= 2 * keep {
-                    let cut = held.len() - keep;
-                    let written = sink.write_all(&held[..cut]);
-                    held.drain(..cut);
-                    written
-                } else {
-                    Ok(())
-                }
-            }
+        inserted.clear();
+        head.feed(data, &mut inserted);
+        repair.feed(&inserted, &mut held);
+        let keep = shared.rewrite.as_ref().map_or(0, Rewrite::keep);
+        let written = if held.len() >= 2 * keep.max(1) {
+            let cut = held.len() - keep;
+            let written = output.write(&held[..cut]);
+            held.drain(..cut);
+            written
+        } else {
+            Ok(())
         };
         if let Err(e) = written {
             failed = Some(e);
@@ -212,13 +244,20 @@ fn read_stream(src: &mut File, shared: &Shared) -> Outcome {
     if let Some(e) = failed {
         return Outcome::Failed(e);
     }
-    let Some(mut sink) = out else {
+    let Some(mut output) = out else {
         return Outcome::Empty;
     };
+    repair.finish(&mut held);
     if let Some(rewrite) = &shared.rewrite {
         rewrite.apply(&mut held);
     }
-    match sink.write_all(&held) {
+    let Output { sink, validator } = {
+        if let Err(e) = output.write(&held) {
+            return Outcome::Failed(e);
+        }
+        output
+    };
+    match validator.finish() {
         Ok(()) => Outcome::Filled {
             sink: Box::new(sink),
             events: events.count,
@@ -230,6 +269,8 @@ fn read_stream(src: &mut File, shared: &Shared) -> Outcome {
 /// The readers of one export and what they reported so far.
 struct Streams {
     shared: Arc<Shared>,
+    /// The FIFOs' write ends, open until `save` is over (closed by `finish`, `abort`, drop).
+    writers: Vec<File>,
     rx: Receiver<(usize, Outcome)>,
     outcomes: Vec<Option<Outcome>>,
     pending: usize,
@@ -242,9 +283,11 @@ type Counts = (u64, u64, u64);
 impl Streams {
     fn start(
         sources: Vec<File>,
+        writers: Vec<File>,
         dst: &std::path::Path,
         encoding: Encoding,
         rewrite: Option<Rewrite>,
+        head: Vec<u8>,
     ) -> Result<Streams> {
         // Before any reader starts, so a bad destination fails while the sources are idle.
         let sink = Sink::create(dst, encoding)?;
@@ -252,10 +295,12 @@ impl Streams {
             sink: Mutex::new(Some(sink)),
             cancel: AtomicBool::new(false),
             rewrite,
+            head,
         });
         let (tx, rx) = mpsc::channel();
         let mut streams = Streams {
             shared: Arc::clone(&shared),
+            writers,
             rx,
             outcomes: Vec::new(),
             pending: 0,
@@ -339,6 +384,8 @@ impl Streams {
     }
 
     fn abort(&mut self) {
+        // Write ends first: a reader blocked in read() returns only at end of file.
+        self.writers.clear();
         self.shared.cancel.store(true, Ordering::Relaxed);
         self.join();
         self.outcomes.clear();
@@ -349,10 +396,11 @@ impl Streams {
 }
 
 impl Drop for Streams {
-    /// Never blocks: readers still running stop at their next read (or at end of file)
-    /// and drop what they hold, which removes any temporary file.
+    /// Like `abort`: once the write ends are closed the readers reach end of file at once
+    /// (`save` is not running: it holds the GIL, and so does whoever drops this), and they
+    /// remove the temporary file before the drop returns.
     fn drop(&mut self) {
-        self.shared.cancel.store(true, Ordering::Relaxed);
+        self.abort();
     }
 }
 
@@ -362,8 +410,13 @@ impl Drop for Streams {
 /// arguments are accepted the descriptors belong to it, even when the constructor raises.
 /// `dst`: the destination (written atomically through a temporary file beside it; a
 /// destination that exists and is not a regular file is written directly).
+/// `write_fds`: the FIFOs' write ends, handed over too: kept open until `finish` (so no
+/// reader sees end of file while `save` runs), closed by `finish`, `abort` or a drop.
 /// `compresslevel`: None for plain text, 0-9 for one gzip member. `trace_name`: optional
 /// `(find, replace)` bytes for Kineto's `"traceName"` value near the end of the stream.
+/// `metadata`: `(key, JSON text)` pairs written as top-level members after the opening
+/// `{` (a value that is not valid JSON is repaired or written as a string, as the main
+/// exporter does).
 #[pyclass(module = "kinetrace._kinetrace", name = "_KinetoStream")]
 pub struct PyKinetoStream {
     streams: Mutex<Option<Streams>>,
@@ -376,6 +429,18 @@ fn encoding(compresslevel: Option<u32>, threads: usize) -> Encoding {
     }
 }
 
+fn head_members(metadata: &[(String, String)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (key, value) in metadata {
+        out.extend_from_slice(b"\n  ");
+        push_json_string(&mut out, key.as_bytes());
+        out.extend_from_slice(b": ");
+        fragment::push_value(&mut out, value.as_bytes());
+        out.push(b',');
+    }
+    out
+}
+
 fn rewrite(trace_name: Option<(PyBackedBytes, PyBackedBytes)>) -> Option<Rewrite> {
     trace_name.map(|(needle, replacement)| Rewrite {
         needle: needle.to_vec(),
@@ -384,18 +449,18 @@ fn rewrite(trace_name: Option<(PyBackedBytes, PyBackedBytes)>) -> Option<Rewrite
 }
 
 #[cfg(unix)]
-fn files_from_fds(read_fds: &[i32]) -> PyResult<Vec<File>> {
+fn files_from_fds(fds: &[i32]) -> PyResult<Vec<File>> {
     use std::os::fd::FromRawFd;
 
     let mut seen = std::collections::HashSet::new();
-    for &fd in read_fds {
+    for &fd in fds {
         if fd < 0 || !seen.insert(fd) {
             return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "read_fds must be distinct open descriptors, got {read_fds:?}"
+                "read_fds and write_fds must be distinct open descriptors, got {fds:?}"
             )));
         }
     }
-    Ok(read_fds
+    Ok(fds
         .iter()
         // SAFETY: the caller hands over descriptors it opened (distinct and non-negative,
         // checked above) and never uses or closes them again; each becomes owned by exactly
@@ -405,8 +470,8 @@ fn files_from_fds(read_fds: &[i32]) -> PyResult<Vec<File>> {
 }
 
 #[cfg(not(unix))]
-fn files_from_fds(read_fds: &[i32]) -> PyResult<Vec<File>> {
-    if read_fds.is_empty() {
+fn files_from_fds(fds: &[i32]) -> PyResult<Vec<File>> {
+    if fds.is_empty() {
         return Ok(Vec::new());
     }
     Err(pyo3::exceptions::PyOSError::new_err(
@@ -415,17 +480,22 @@ fn files_from_fds(read_fds: &[i32]) -> PyResult<Vec<File>> {
 }
 
 impl PyKinetoStream {
+    #[allow(clippy::too_many_arguments)]
     fn start(
         py: Python<'_>,
         sources: Vec<File>,
+        writers: Vec<File>,
         dst: PathBuf,
         compresslevel: Option<u32>,
         threads: usize,
         trace_name: Option<(PyBackedBytes, PyBackedBytes)>,
+        metadata: Vec<(String, String)>,
     ) -> PyResult<Self> {
         let encoding = encoding(compresslevel, threads);
         let rewrite = rewrite(trace_name);
-        let streams = py.detach(move || Streams::start(sources, &dst, encoding, rewrite))?;
+        let head = head_members(&metadata);
+        let streams =
+            py.detach(move || Streams::start(sources, writers, &dst, encoding, rewrite, head))?;
         Ok(PyKinetoStream {
             streams: Mutex::new(Some(streams)),
         })
@@ -441,23 +511,39 @@ impl PyKinetoStream {
 #[pymethods]
 impl PyKinetoStream {
     #[new]
-    #[pyo3(signature = (read_fds, dst, compresslevel=None, threads=1, trace_name=None))]
+    #[pyo3(signature = (
+        read_fds, write_fds, dst, compresslevel=None, threads=1, trace_name=None, metadata=vec![]
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         read_fds: Vec<i32>,
+        write_fds: Vec<i32>,
         dst: PathBuf,
         compresslevel: Option<u32>,
         threads: usize,
         trace_name: Option<(PyBackedBytes, PyBackedBytes)>,
+        metadata: Vec<(String, String)>,
     ) -> PyResult<Self> {
-        let sources = files_from_fds(&read_fds)?;
-        Self::start(py, sources, dst, compresslevel, threads, trace_name)
+        let all: Vec<i32> = read_fds.iter().chain(&write_fds).copied().collect();
+        let mut files = files_from_fds(&all)?;
+        let writers = files.split_off(read_fds.len());
+        Self::start(
+            py,
+            files,
+            writers,
+            dst,
+            compresslevel,
+            threads,
+            trace_name,
+            metadata,
+        )
     }
 
     /// Streams a file Kineto already wrote (where FIFOs are unavailable, or Kineto replaced
     /// one with a regular file). The source is only read, never removed.
     #[staticmethod]
-    #[pyo3(signature = (src, dst, compresslevel=None, threads=1, trace_name=None))]
+    #[pyo3(signature = (src, dst, compresslevel=None, threads=1, trace_name=None, metadata=vec![]))]
     fn from_path(
         py: Python<'_>,
         src: PathBuf,
@@ -465,13 +551,24 @@ impl PyKinetoStream {
         compresslevel: Option<u32>,
         threads: usize,
         trace_name: Option<(PyBackedBytes, PyBackedBytes)>,
+        metadata: Vec<(String, String)>,
     ) -> PyResult<Self> {
         let file =
             File::open(&src).map_err(|e| Error::io(format!("cannot open {}", src.display()), e))?;
-        Self::start(py, vec![file], dst, compresslevel, threads, trace_name)
+        Self::start(
+            py,
+            vec![file],
+            Vec::new(),
+            dst,
+            compresslevel,
+            threads,
+            trace_name,
+            metadata,
+        )
     }
 
-    /// Waits (GIL released, Ctrl-C checked) until every source reached its end, then moves
+    /// Closes the write ends (`save` is over), waits (GIL released, Ctrl-C checked) until
+    /// every source reached its end, then moves
     /// the output into place. Returns (events, bytes of text, bytes in the file), or None
     /// when no source received anything (then nothing is written; call `abort`). Raises if
     /// a source failed or more than one received data (the output is discarded).
@@ -480,6 +577,7 @@ impl PyKinetoStream {
         let streams = guard
             .as_mut()
             .ok_or_else(|| PyRuntimeError::new_err("the stream is already finished or aborted"))?;
+        streams.writers.clear();
         loop {
             if py.detach(|| streams.wait(POLL)) {
                 break;
@@ -496,9 +594,9 @@ impl PyKinetoStream {
         }
     }
 
-    /// Stops the readers and discards the output (its temporary file is removed). The
-    /// write ends of the FIFOs must be closed first (a reader blocked in `read` returns
-    /// only at end of file). Safe to call more than once, and after `finish`.
+    /// Closes the write ends, stops and joins the readers and discards the output (its
+    /// temporary file is removed before this returns). Safe to call more than once, and
+    /// after `finish`.
     fn abort(&self, py: Python<'_>) {
         let streams = self.streams.lock().ok().and_then(|mut s| s.take());
         if let Some(mut streams) = streams {
