@@ -60,11 +60,20 @@ ensure_venv() {
   export PATH="$VENV/bin:$PATH"
 }
 
+# The pinned build tools of requirements-build.txt (maturin, zig, auditwheel) in a venv of
+# their own; its bin/ goes on PATH after the main venv's, so their versions win.
+BUILD_TOOLS=${KINETRACE_BUILD_TOOLS:-$CACHE/build-tools}
+ensure_build_tools() {
+  make_venv "$BUILD_TOOLS" "${KINETRACE_PYTHON:-3.11}" "$(cat "$ROOT/requirements-build.txt")" \
+    -r "$ROOT/requirements-build.txt"
+}
+
+# The wheel the test suite runs against is the one users install: the manylinux_2_28 x86_64
+# wheel of scripts/build-wheels.sh.
 build_wheel() {
-  log "building the release abi3 wheel"
-  rm -rf "$ROOT/dist"
-  (cd "$ROOT" && maturin build --release --quiet --out dist)
+  "$ROOT/scripts/build-wheels.sh" x86_64
   log "installing the wheel into the venv"
   ensure_uv
-  "$UV" pip install -q --python "$VENV/bin/python" --reinstall --no-deps "$ROOT"/dist/kinetrace-*.whl
+  "$UV" pip install -q --python "$VENV/bin/python" --reinstall --no-deps \
+    "$ROOT"/dist/kinetrace-*-manylinux_2_28_x86_64.whl
 }
