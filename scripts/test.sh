@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test: lint, Rust unit tests, the Python suite against the installed release wheel,
-# and a short benchmark table. This is what CI runs (.ci/run).
+# Every test: lint, Rust unit tests, the Python suite against the installed release wheel
+# (the manylinux_2_28 x86_64 one users install), the release artifacts' install test, the
+# workflow checks, and a short benchmark table compared with the last full run. This is what CI runs (.ci/run).
 source "$(dirname "$0")/env.sh"
 ensure_venv
 cd "$ROOT"
@@ -28,5 +29,8 @@ if [ "$status" -eq 5 ]; then
 fi
 [ "$status" -eq 0 ] || exit "$status"
 
-log "benchmark (short run; the full one is benches/bench_export.py)"
-python benches/bench_export.py --iterations 5000 --repeat 1
+"$ROOT/scripts/test-install.sh"    # both wheels + sdist built and checked, installed, run
+"$ROOT/scripts/check-workflows.sh"  # .github/workflows: schema and zizmor, offline
+
+log "benchmark (short run; the full one is benches/bench_export.py --save)"
+python benches/bench_export.py --iterations 5000 --repeat 1 --compare
