@@ -1,8 +1,9 @@
 """Export benchmark: stock torch, torch's Python exporter and kinetrace, each through the call
 its users make, on profiles of the same workload.
 
-    python benches/bench_export.py --save                  # a full run: 50k steps, ~300k activities
-    python benches/bench_export.py --iterations 5000 --repeat 1 --compare   # the short CI run
+    python benches/bench_export.py --save --readme     # a full run (50k steps), into README
+    python benches/bench_export.py --render benches/results/RUN.json --readme  # redraw it
+    python benches/bench_export.py --iterations 5000 --repeat 1 --compare  # the CI run
 
 Workloads: ``shapes`` (record_shapes, op-heavy) and ``stack`` (with_stack, python_function
 events). torch's stock export saves a result only once, so every stock row (and every
@@ -37,46 +38,12 @@ WORKLOADS = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--iterations", type=int, default=50_000, help="workload steps (6 ops each)"
-    )
-    parser.add_argument(
-        "--repeat", type=int, default=3, help="best of N (rows on a profile of their own: 1)"
-    )
-    parser.add_argument("--workloads", default="shapes,stack", help="comma-separated")
-    parser.add_argument("--formats", default="json,json.gz")
-    parser.add_argument(
-        "--workers", default="1,2", help="kinetrace worker counts to run (comma-separated)"
-    )
-    parser.add_argument("--no-encoder", action="store_true", help="skip the encoder-alone run")
-    parser.add_argument(
-        "--no-handler", action="store_true", help="skip the on_trace_ready blocking run"
-    )
-    parser.add_argument("--json", default=None, help="write the results here as JSON")
-    parser.add_argument(
-        "--save",
-        action="store_true",
-        help="a full run for the record: JSON, chart and Markdown under benches/results/",
-    )
-    parser.add_argument("--chart", default=None, help="write the chart here (.svg or .png)")
-    parser.add_argument(
-        "--markdown", default=None, help="append the tables here as Markdown (e.g. a job summary)"
-    )
-    parser.add_argument(
-        "--compare",
-        action="store_true",
-        help="compare the ratios with the last full run under benches/results/",
-    )
-    args = parser.parse_args(argv)
-
+def measure(args: argparse.Namespace, argv: list[str]) -> dict:
+    """Run the benchmark; the results with the machine facts."""
     payload: dict = {
         "iterations": args.iterations,
         "repeat": args.repeat,
-        "command": " ".join(
-            ["python benches/bench_export.py", *(sys.argv[1:] if argv is None else argv)]
-        ),
+        "command": " ".join(["python benches/bench_export.py", *(argv)]),
         "machine": benchlib.machine_facts(),
         "workloads": {},
     }
@@ -123,16 +90,73 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(benchlib.format_handler_table(handler))
         payload["handler"] = handler
+    return payload
 
-    json_path, chart_path, markdown_path = args.json, args.chart, args.markdown
-    if args.save:
-        m = payload["machine"]
-        stem = benchlib.RESULTS / f"bench-{m['cpus']}core-{m['date'][:10]}"
-        json_path = json_path or f"{stem}.json"
-        chart_path = chart_path or f"{stem}.svg"
-        markdown_path = markdown_path or f"{stem}.md"
-        if os.path.exists(markdown_path):
-            os.remove(markdown_path)  # --save replaces a same-day run whole
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--iterations", type=int, default=50_000, help="workload steps (6 ops each)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="best of N (rows on a profile of their own: 1)"
+    )
+    parser.add_argument("--workloads", default="shapes,stack", help="comma-separated")
+    parser.add_argument("--formats", default="json,json.gz")
+    parser.add_argument(
+        "--workers", default="1,2", help="kinetrace worker counts to run (comma-separated)"
+    )
+    parser.add_argument("--no-encoder", action="store_true", help="skip the encoder-alone run")
+    parser.add_argument(
+        "--no-handler", action="store_true", help="skip the on_trace_ready blocking run"
+    )
+    parser.add_argument("--json", default=None, help="write the results here as JSON")
+    parser.add_argument(
+        "--save",
+        action="store_true",
+        help="a full run for the record: JSON, chart and Markdown under benches/results/",
+    )
+    parser.add_argument("--chart", default=None, help="write the chart here (.svg or .png)")
+    parser.add_argument(
+        "--markdown", default=None, help="append the tables here as Markdown (e.g. a job summary)"
+    )
+    parser.add_argument(
+        "--render",
+        metavar="RUN.json",
+        help="no measuring: draw the chart and tables of a saved run again (beside it)",
+    )
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="with --save: put the tables and the chart into README.md (between its markers)",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="compare the ratios with the last full run under benches/results/",
+    )
+    args = parser.parse_args(argv)
+
+    if args.render:  # a saved run, drawn again: its chart and tables beside it
+        with open(args.render) as f:
+            payload = json.load(f)
+        stem = os.path.splitext(args.render)[0]
+        json_path, saved = args.json, args.render
+        chart_path = args.chart or f"{stem}.svg"
+        markdown_path = args.markdown or f"{stem}.md"
+    else:
+        payload = measure(args, sys.argv[1:] if argv is None else argv)
+        json_path, chart_path, markdown_path = args.json, args.chart, args.markdown
+        if args.save:
+            m = payload["machine"]
+            stem = str(benchlib.RESULTS / f"bench-{m['cpus']}core-{m['date'][:10]}")
+            json_path = json_path or f"{stem}.json"
+            chart_path = chart_path or f"{stem}.svg"
+            markdown_path = markdown_path or f"{stem}.md"
+        saved = json_path
+    if args.save or args.render:
+        if markdown_path and os.path.exists(markdown_path):
+            os.remove(markdown_path)  # a saved run's tables are replaced whole
     if json_path:
         with open(json_path, "w") as f:
             json.dump(payload, f, indent=2)
@@ -144,6 +168,20 @@ def main(argv: list[str] | None = None) -> int:
     if markdown_path:
         with open(markdown_path, "a") as f:
             f.write(benchlib.markdown_tables(payload) + "\n")
+
+    if args.readme:
+        if not (chart_path and saved):
+            parser.error("--readme needs --save or --render (the README shows a saved run)")
+        readme = benchlib.RESULTS.parent.parent / "README.md"
+        chart = os.path.relpath(chart_path, readme.parent)
+        text = readme.read_text()
+        text = benchlib.replace_between(text, "bench-summary", benchlib.summary_markdown(payload))
+        body = f"![seconds per exporter and format]({chart})\n\n" + benchlib.markdown_tables(
+            payload
+        )
+        text = benchlib.replace_between(text, "bench-tables", body)
+        readme.write_text(text)
+        print(f"README.md: tables and chart from {saved}", file=sys.stderr)
 
     if args.compare:
         last = benchlib.last_full_run()

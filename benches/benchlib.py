@@ -279,6 +279,62 @@ def markdown_tables(payload: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _pick(w: dict[str, Any], exporter: str, fmt: str) -> dict[str, Any] | None:
+    for r in w["rows"]:
+        if r["exporter"] == exporter and r["fmt"] == fmt:
+            return r  # kinetrace: the first row is 1 worker at the default level
+    return None
+
+
+def summary_markdown(payload: dict[str, Any], workload: str = "shapes") -> str:
+    """The README's headline: one workload, the three exporters, both formats."""
+    w = payload["workloads"][workload]
+    m = payload["machine"]
+    peers = [
+        ("torch, stock (`prof.export_chrome_trace(path)`, Kineto C++)", "stock C++"),
+        ("torch, Python exporter (`use_python_export=True`)", "torch Python"),
+        ("**kinetrace** (`kinetrace.export_chrome_trace(prof, path)`)", "kinetrace"),
+    ]
+    out = [
+        f"On a {w['activities']:,}-activity profile ({payload['iterations']:,} steps, "
+        f"`record_shapes=True`), torch {m['torch']}, {m['cpus']} cores, each exporter timed "
+        "through the call its users make:",
+        "",
+        "| exporter | `.json` | `.json.gz` |",
+        "|---|---|---|",
+    ]
+    for label, exporter in peers:
+        cells = []
+        for fmt in ("json", "json.gz"):
+            r = _pick(w, exporter, fmt)
+            cells.append("" if r is None else f"{r['seconds']:.2f} s, {r['size'] / 1e6:.2f} MB")
+        out.append(f"| {label} | {' | '.join(cells)} |")
+    sentences = []
+    for fmt in ("json.gz", "json"):
+        r = _pick(w, "kinetrace", fmt)
+        if r is None:
+            continue
+        vs_c = r["ratios"].get("speedup vs stock C++")
+        vs_p = r["ratios"].get("speedup vs torch Python")
+        if vs_c and vs_p:
+            sentences.append(
+                f"`.{fmt}`: {vs_c:.1f}x the speed of stock torch, {vs_p:.1f}x that of torch's "
+                "Python exporter"
+            )
+    out += ["", "; ".join(sentences) + "."]
+    return "\n".join(out)
+
+
+def replace_between(text: str, name: str, body: str) -> str:
+    """``text`` with what stands between ``<!-- name:start -->`` and ``<!-- name:end -->``
+    replaced by ``body``."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ValueError(f"no {start} ... {end} block")
+    return text[: i + len(start)] + "\n" + body.rstrip("\n") + "\n" + text[j:]
+
+
 #: The bars of the chart: (label, exporter, note or None for any).
 _CHART_ROWS = [
     ("torch stock", "stock C++", None),
