@@ -207,6 +207,11 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
+def _load_text(m: dict[str, Any]) -> str:
+    load = m.get("load_average")
+    return f", load average {load[0]:.1f} at the start" if load else ""
+
+
 def _cell(value: float | None, fmt: str) -> str:
     return "" if value is None else format(value, fmt)
 
@@ -217,7 +222,8 @@ def markdown_tables(payload: dict[str, Any]) -> str:
     m = payload["machine"]
     out = [
         f"Machine: {m['cpus']} cores ({m.get('cpu_model', '?')}), Python {m['python']}, "
-        f"torch {m['torch']}, {m.get('date', '')[:10]}; {payload['iterations']} steps, "
+        f"torch {m['torch']}, {m.get('date', '')[:10]}{_load_text(m)}; "
+        f"{payload['iterations']} steps, "
         f"best of {payload.get('repeat', 1)} where a profile can be exported again.",
         "",
     ]
@@ -297,8 +303,8 @@ def summary_markdown(payload: dict[str, Any], workload: str = "shapes") -> str:
     ]
     out = [
         f"On a {w['activities']:,}-activity profile ({payload['iterations']:,} steps, "
-        f"`record_shapes=True`), torch {m['torch']}, {m['cpus']} cores, each exporter timed "
-        "through the call its users make:",
+        f"`record_shapes=True`), torch {m['torch']}, {m['cpus']} cores{_load_text(m)}, each "
+        "exporter timed through the call its users make:",
         "",
         "| exporter | `.json` | `.json.gz` |",
         "|---|---|---|",
@@ -373,10 +379,10 @@ def write_chart(payload: dict[str, Any], path: str | os.PathLike[str]) -> None:
             bars = ax.barh(ys, xs, height=0.36, color=colors[fmt], label=f".{fmt}")
             ax.bar_label(bars, fmt="%.2f s", padding=2, fontsize=8)
         ax.set_yticks(range(len(_CHART_ROWS)), [label for label, _, _ in _CHART_ROWS])
-        ax.invert_yaxis()
         ax.set_title(f"{name}: {w['activities']:,} activities", fontsize=10)
         ax.set_xlabel("seconds (lower is better)")
         ax.margins(x=0.18)
+    axes[0][0].invert_yaxis()  # once: the panels share the axis; torch stock at the top
     axes[0][0].legend(loc="lower right", fontsize=8)
     m = payload["machine"]
     fig.suptitle(
