@@ -59,7 +59,7 @@ print(f"exported {stats.events} events, {os.path.getsize('trace.json.gz')} bytes
       f"kinetrace {kinetrace.__version__}, torch {torch.__version__}")
 EOF
 in_clean_env kinetrace check trace.json.gz
-in_clean_env kinetrace demo --iterations 200 --out demo | tail -n 14
+in_clean_env kinetrace demo --iterations 200 --out demo
 echo "install test x86_64: ok"
 
 # --- aarch64 -----------------------------------------------------------------------------
@@ -92,12 +92,12 @@ fi
 
 log "aarch64: $(basename "$arm_wheel") under qemu-user, $(cat "$rootfs/etc/debian_version" 2>/dev/null) arm64 Python"
 # A wheel is a zip laid out as site-packages: unpacking it is installing it (minus scripts).
-mkdir -p "$work/arm-site"
+mkdir -p "$work/arm-site" "$work/arm"
 python3 -m zipfile -e "$arm_wheel" "$work/arm-site"
 # qemu-aarch64 -L: the arm64 dynamic loader and libraries come from the root filesystem; no
 # binfmt registration is needed to run.
 arm_python() {
-  (cd "$work" && env -i PATH=/usr/bin:/bin LANG=C.UTF-8 PYTHONPATH="$work/arm-site" \
+  (cd "$work/arm" && env -i PATH=/usr/bin:/bin LANG=C.UTF-8 PYTHONPATH="$work/arm-site" \
     PYTHONDONTWRITEBYTECODE=1 qemu-aarch64-static -L "$rootfs" "$rootfs/usr/bin/python3" "$@")
 }
 arm_python - <<'EOF'
