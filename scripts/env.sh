@@ -70,9 +70,9 @@ ensure_build_tools() {
 
 # The wheel the test suite runs against: a native release build (the host's glibc), kept out of
 # dist/. The manylinux_2_28 wheels users install are built by scripts/build-wheels.sh and
-# exercised by scripts/test-install.sh; the suite does not run against them yet because
-# tests/test_hardening.py::test_ctrl_c_while_waiting_for_a_worker fails with the zig-linked
-# x86_64 wheel (Ctrl-C answered after ~1 s instead of < 0.5 s) and passes with this one.
+# exercised by scripts/test-install.sh. The suite does not run against them yet:
+# tests/test_hardening.py::test_ctrl_c_while_waiting_for_a_worker, flaky with this wheel on a
+# loaded machine, failed every time with the zig-linked x86_64 wheel (Ctrl-C answered after ~1 s).
 build_wheel() {
   log "building the release abi3 wheel"
   ensure_build_tools

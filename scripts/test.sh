@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every test: lint, Rust unit tests, the Python suite against the installed release wheel
-# (the manylinux_2_28 x86_64 one users install), the release artifacts' install test, the
-# workflow checks, and a short benchmark table compared with the last full run. This is what CI runs (.ci/run).
+# Every test: lint, Rust unit tests, the Python suite against the installed release wheel,
+# the release artifacts' build checks and install test, the workflow checks, and a short
+# benchmark table compared with the last full run. This is what CI runs (.ci/run).
 source "$(dirname "$0")/env.sh"
 ensure_venv
 cd "$ROOT"
