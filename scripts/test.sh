@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: lint, Rust unit tests, the Python suite against the installed release wheel,
-# and a short benchmark table. This is what CI runs (.ci/run).
+# the release artifacts' build checks and install test, the workflow checks, and a short
+# benchmark table compared with the last full run. This is what CI runs (.ci/run).
 source "$(dirname "$0")/env.sh"
 ensure_venv
 cd "$ROOT"
@@ -28,8 +29,14 @@ if [ "$status" -eq 5 ]; then
 fi
 [ "$status" -eq 0 ] || exit "$status"
 
+"$ROOT/scripts/test-install.sh"    # both wheels + sdist built and checked, installed, run
+"$ROOT/scripts/check-workflows.sh"  # .github/workflows: schema and zizmor, offline
+
 log "compatibility suite: torch 2.11 to 2.15, Python 3.10 to 3.13 (scripts/test-compat.sh)"
 "$ROOT/scripts/test-compat.sh"
 
-log "benchmark (short run; the full one is benches/bench_export.py)"
-python benches/bench_export.py --iterations 5000 --repeat 1
+log "benchmark (short run; the full one is benches/bench_export.py --save)"
+python benches/bench_export.py --iterations 5000 --repeat 1 --compare
+
+log "benchmark: a training loop's blocked step and throughput (short run of benches/bench_training.py)"
+python benches/bench_training.py --quick

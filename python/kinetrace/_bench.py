@@ -1,13 +1,12 @@
-"""The comparison behind ``kinetrace demo`` and ``benches/bench_export.py``.
+"""The comparison behind ``kinetrace demo`` (and the main table of ``benches/bench_export.py``).
 
-One profile, one process, the same ``_ProfilerResult`` for every exporter:
-- stock C++: Kineto's ``ChromeTraceLogger`` (``result.save``), which torch's
-  ``prof.export_chrome_trace`` calls; its ``.json.gz`` path is that file gzipped at level 9
-  by Python afterwards (torch writes a temp ``.json`` and copies it through ``gzip.open``).
-  ``save`` works once per result, so the ``.gz`` row reuses the timed ``.json`` save and
-  adds the timed gzip copy, which is exactly torch's sequence;
-- torch Python: ``torch.profiler._chrome_trace_export.export_chrome_trace``;
-- kinetrace;
+Every exporter is timed through the call its users make, on profiles of the same workload:
+- stock: ``prof.export_chrome_trace(path)``, Kineto's C++ writer; for ``.json.gz`` torch
+  writes a temporary ``.json`` with it and copies that through ``gzip.open(...).writelines``
+  (level 9, one write per line). A result can be saved only once, so each stock row exports a
+  profile of its own, recorded again;
+- torch Python: ``prof.export_chrome_trace(path, use_python_export=True)``;
+- kinetrace: ``kinetrace.export_chrome_trace(prof, path)``;
 - the accessor floor: ``trace_activities()`` plus the field reads kinetrace makes (and
   freeing the list), timed alone. No exporter built on these accessors can beat it on one
   core.
@@ -16,13 +15,11 @@ One profile, one process, the same ``_ProfilerResult`` for every exporter:
 from __future__ import annotations
 
 import gc
-import gzip
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
@@ -45,6 +42,10 @@ class Row:
     #: Peak growth of this process's resident memory during the run (worker processes not
     #: included), in bytes.
     peak_rss: int | None = None
+    #: Activities in the profile this row exported.
+    activities: int | None = None
+    #: How the row was obtained: the call timed, on which profile, how many runs.
+    how: str = ""
 
 
 def _rss_bytes() -> int:
@@ -155,16 +156,38 @@ def _timed(fn: Callable[[], Any], repeat: int) -> float:
     return best
 
 
-def _row(exporter: str, fmt: str, seconds: float, size: int | None, note: str = "") -> Row:
-    return Row(exporter, fmt, seconds, size, note=note, peak_rss=_last_peak[0])
+def _row(
+    exporter: str,
+    fmt: str,
+    seconds: float,
+    size: int | None,
+    activities: int,
+    note: str = "",
+    how: str = "",
+) -> Row:
+    return Row(
+        exporter,
+        fmt,
+        seconds,
+        size,
+        note=note,
+        peak_rss=_last_peak[0],
+        activities=activities,
+        how=how,
+    )
 
 
 def _size(path: str) -> int:
     return os.path.getsize(path)
 
 
+def activity_count(prof: Any) -> int:
+    """How many activities ``prof`` recorded."""
+    return len(prof.profiler.kineto_results.trace_activities())
+
+
 def compare(
-    prof: Any,
+    record: Callable[[], Any],
     out_dir: str,
     *,
     formats: Sequence[str] = ("json", "json.gz"),
@@ -173,45 +196,32 @@ def compare(
     include_stock: bool = True,
     worker_counts: Sequence[int] = (1, 2),
 ) -> list[Row]:
-    """Run every exporter on ``prof``'s result; rows in table order."""
-    from torch.profiler._chrome_trace_export import export_chrome_trace as torch_python_export
+    """Run every exporter through the call its users make; rows in table order.
 
-    result = prof.profiler.kineto_results
-    metadata = prof._trace_metadata
+    ``record()`` profiles the workload and returns the stopped ``torch.profiler.profile``.
+    torch's stock export can save a result only once, so each stock row gets a profile of
+    its own (recorded again, the same workload); the other exporters all run on one more
+    profile, best of ``repeat``. Each row's ``how`` says which call was timed, and its
+    ``activities`` how many activities that row's profile held.
+    """
+    from kinetrace import _profiler
+
+    if _profiler.installed():
+        raise RuntimeError("kinetrace.install() is in effect: stock torch can't be timed")
     os.makedirs(out_dir, exist_ok=True)
     rows: list[Row] = []
+    prof = record()
+    n = activity_count(prof)
+    result = prof.profiler.kineto_results
     floor = _timed(lambda: accessor_floor(result), repeat)
-    rows.append(_row("accessor floor", "-", floor, None, "trace_activities() + field reads"))
-
-    stock_json = os.path.join(out_dir, "stock.json")
-    if include_stock:
-        stock_seconds = _timed(lambda: result.save(stock_json), 1)  # works once per result
-        stock_peak = _last_peak[0]
-        if "json" in formats:
-            rows.append(_row("stock C++", "json", stock_seconds, _size(stock_json)))
-        if "json.gz" in formats:
-            stock_gz = os.path.join(out_dir, "stock.json.gz")
-
-            def gzip_copy() -> None:
-                with open(stock_json, "rb") as fin, gzip.open(stock_gz, "wb") as fout:
-                    shutil.copyfileobj(fin, fout, 1 << 20)
-
-            gz_seconds = _timed(gzip_copy, 1)
-            _last_peak[0] = max(_last_peak[0], stock_peak)
-            rows.append(
-                _row(
-                    "stock C++",
-                    "json.gz",
-                    stock_seconds + gz_seconds,
-                    _size(stock_gz),
-                    f"save {stock_seconds:.2f} s + gzip -9 {gz_seconds:.2f} s",
-                )
-            )
+    rows.append(_row("accessor floor", "-", floor, None, n, how="trace_activities() + field reads"))
+    best = f"best of {repeat}" if repeat > 1 else "1 run"
 
     for fmt in formats:
         path = os.path.join(out_dir, f"torch_python.{fmt}")
-        seconds = _timed(lambda p=path: torch_python_export(result, p, metadata), repeat)
-        rows.append(_row("torch Python", fmt, seconds, _size(path)))
+        seconds = _timed(lambda p=path: prof.export_chrome_trace(p, use_python_export=True), repeat)
+        how = f"prof.export_chrome_trace(path, use_python_export=True), {best}"
+        rows.append(_row("torch Python", fmt, seconds, _size(path), n, how=how))
 
     for fmt in formats:
         for workers in worker_counts:
@@ -222,7 +232,8 @@ def compare(
             note = f"{workers} worker{'s' if workers > 1 else ''}"
             if fmt == "json.gz":
                 note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
-            rows.append(_row("kinetrace", fmt, seconds, _size(path), note))
+            how = f"kinetrace.export_chrome_trace(prof, path, workers={workers}), {best}"
+            rows.append(_row("kinetrace", fmt, seconds, _size(path), n, note, how))
         if fmt == "json.gz":
             for level in extra_levels:
                 if level == _export.DEFAULT_COMPRESSLEVEL:
@@ -234,9 +245,28 @@ def compare(
                     ),
                     repeat,
                 )
-                rows.append(
-                    _row("kinetrace", fmt, seconds, _size(path), f"1 worker, level {level}")
-                )
+                how = f"kinetrace.export_chrome_trace(prof, path, compresslevel={level}), {best}"
+                note = f"1 worker, level {level}"
+                rows.append(_row("kinetrace", fmt, seconds, _size(path), n, note, how))
+    prof = result = None  # free the shared profile before recording the next ones
+    gc.collect()
+
+    if include_stock:
+        stock = []
+        for fmt in formats:
+            # torch's own sequence for .gz: Kineto writes a temporary .json, then
+            # gzip.open(path, "wb").writelines(the temporary file), level 9.
+            prof = record()
+            stock_n = activity_count(prof)
+            path = os.path.join(out_dir, f"stock.{fmt}")
+            seconds = _timed(lambda p=path, pr=prof: pr.export_chrome_trace(p), 1)
+            how = "prof.export_chrome_trace(path) on a profile of its own, 1 run"
+            if fmt == "json.gz":
+                how += " (Kineto to a temporary .json, then gzip writelines, level 9)"
+            stock.append(_row("stock C++", fmt, seconds, _size(path), stock_n, how=how))
+            del prof
+            gc.collect()
+        rows[1:1] = stock
     _add_ratios(rows)
     return rows
 
@@ -348,109 +378,7 @@ def format_table(rows: list[Row], activities: int | None = None) -> str:
             f"{r.exporter:<14} {r.fmt:<8} {r.seconds:8.3f} {floor_text} {size} "
             f"{peak}  {vs_c_text:>7} {vs_p_text:>7}  {r.note}"
         )
-    return "\n".join(lines)
-
-
-def rows_as_dicts(rows: list[Row]) -> list[dict[str, Any]]:
-    """Rows for JSON output."""
-    return [asdict(r) for r in rows]
-
-
-def encoder_throughput(
-    text: bytes, levels: Sequence[int] = (1, 3, 6, 9), threads: Sequence[int] = (1, 2)
-) -> list[dict[str, Any]]:
-    """The parallel gzip encoder alone (``GzipWriter`` to ``/dev/null``) on ``text``."""
-    from kinetrace import GzipWriter
-
-    chunk = 4 << 20
-    out = []
-    for level in levels:
-        for n in threads:
-            gc.collect()
-            t0 = time.perf_counter()
-            with GzipWriter(os.devnull, compresslevel=level, threads=n) as w:
-                view = memoryview(text)
-                for i in range(0, len(text), chunk):
-                    w.write(view[i : i + chunk])
-            seconds = time.perf_counter() - t0
-            out.append(
-                {
-                    "level": level,
-                    "threads": n,
-                    "seconds": seconds,
-                    "mb_per_s": len(text) / seconds / 1e6,
-                    "compressed": w.bytes_out,
-                    "ratio": len(text) / max(1, w.bytes_out or 1),
-                }
-            )
-    return out
-
-
-def format_encoder_table(rows: list[dict[str, Any]], text_bytes: int) -> str:
-    """A table of :func:`encoder_throughput` results with the 2-thread speedup."""
-    single = {r["level"]: r["mb_per_s"] for r in rows if r["threads"] == 1}
-    lines = [
-        f"gzip encoder alone on {text_bytes / 1e6:.0f} MB of trace text",
-        f"{'level':>5} {'threads':>7} {'MB/s':>8} {'MB/s/thread':>11} {'speedup':>8} {'ratio':>7}",
-    ]
+    lines.append("how each row was timed:")
     for r in rows:
-        lines.append(
-            f"{r['level']:>5} {r['threads']:>7} {r['mb_per_s']:8.0f} "
-            f"{r['mb_per_s'] / r['threads']:11.0f} {r['mb_per_s'] / single[r['level']]:7.2f}x "
-            f"{r['ratio']:6.1f}x"
-        )
-    return "\n".join(lines)
-
-
-def handler_blocking(iterations: int, out_dir: str) -> list[dict[str, Any]]:
-    """How long ``on_trace_ready`` holds up a training step: torch's
-    ``tensorboard_trace_handler`` vs kinetrace's, foreground and background, each on a
-    fresh profile of ``iterations`` steps (torch's stock export can save a result once)."""
-    import torch.profiler
-
-    from kinetrace import _profiler
-
-    variants = [
-        ("torch handler", "json", lambda d: torch.profiler.tensorboard_trace_handler(d)),
-        (
-            "torch handler",
-            "json.gz",
-            lambda d: torch.profiler.tensorboard_trace_handler(d, use_gzip=True),
-        ),
-        ("kinetrace handler", "json", lambda d: _profiler.tensorboard_trace_handler(d)),
-        (
-            "kinetrace handler",
-            "json.gz",
-            lambda d: _profiler.tensorboard_trace_handler(d, use_gzip=True),
-        ),
-        (
-            "kinetrace background",
-            "json",
-            lambda d: _profiler.tensorboard_trace_handler(d, background=True),
-        ),
-        (
-            "kinetrace background",
-            "json.gz",
-            lambda d: _profiler.tensorboard_trace_handler(d, use_gzip=True, background=True),
-        ),
-    ]
-    rows = []
-    for i, (who, fmt, make) in enumerate(variants):
-        prof = record_workload(iterations)
-        directory = os.path.join(out_dir, f"handler{i}")
-        gc.collect()
-        blocked, done = _profiler.measure_handler_block(make(directory), prof)
-        rows.append({"handler": who, "fmt": fmt, "blocked_s": blocked, "done_s": done})
-        del prof
-    return rows
-
-
-def format_handler_table(rows: list[dict[str, Any]]) -> str:
-    """A table of :func:`handler_blocking` results."""
-    lines = [
-        "on_trace_ready: how long the training step is blocked",
-        f"{'handler':<22} {'format':<8} {'blocked s':>9} {'file done s':>11}",
-    ]
-    for r in rows:
-        lines.append(f"{r['handler']:<22} {r['fmt']:<8} {r['blocked_s']:9.3f} {r['done_s']:11.3f}")
+        lines.append(f"  {r.exporter + ' ' + r.fmt:<22} {r.how}; {r.activities} activities")
     return "\n".join(lines)
