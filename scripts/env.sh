@@ -90,19 +90,15 @@ ensure_build_tools() {
     -r "$ROOT/requirements-build.txt"
 }
 
-# The wheel the test suite runs against: a native release build (the host's glibc), kept out of
-# dist/. The manylinux_2_28 wheels users install are built by scripts/build-wheels.sh and
-# exercised by scripts/test-install.sh. The suite does not run against them yet:
-# tests/test_hardening.py::test_ctrl_c_while_waiting_for_a_worker, flaky with this wheel on a
-# loaded machine, failed every time with the zig-linked x86_64 wheel (Ctrl-C answered after ~1 s).
-SUITE_WHEEL_DIR="$ROOT/target/suite-wheel"
+# The wheel the test suite runs against is the one users install: the abi3 manylinux_2_28
+# wheel for this machine's architecture, built and checked by scripts/build-wheels.sh into dist/.
+suite_wheel() {
+  ls "$ROOT"/dist/kinetrace-*-manylinux_2_28_"$(uname -m)".whl
+}
 build_wheel() {
-  log "building the release abi3 wheel"
-  ensure_build_tools
-  local out="$SUITE_WHEEL_DIR"
-  rm -rf "$out"
-  (cd "$ROOT" && PATH="$BUILD_TOOLS/bin:$PATH" maturin build --release --locked --quiet --out "$out")
+  log "building the release wheel users install (scripts/build-wheels.sh $(uname -m))"
+  "$ROOT/scripts/build-wheels.sh" "$(uname -m)"
   log "installing the wheel into the venv"
   ensure_uv
-  "$UV" pip install -q --python "$VENV/bin/python" --reinstall --no-deps "$out"/kinetrace-*.whl
+  "$UV" pip install -q --python "$VENV/bin/python" --reinstall --no-deps "$(suite_wheel)"
 }

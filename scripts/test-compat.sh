@@ -3,7 +3,7 @@
 # claims, each in its own venv cached under $KINETRACE_CACHE/compat (created on the first
 # run, reused after: uv hard-links torch and its NVIDIA libraries from its cache, so only the
 # first download of each torch version costs time). The abi3 wheel the main suite tests
-# ($SUITE_WHEEL_DIR, built by scripts/test.sh, or here when missing) is installed into each.
+# (`suite_wheel` in env.sh, built by scripts/test.sh, or here when missing) is installed into each.
 #
 #   scripts/test-compat.sh                 every combination
 #   scripts/test-compat.sh 2.12.1/3.11     only those given (TORCH/PYTHON)
@@ -34,11 +34,11 @@ if [ -n "${KINETRACE_COMPAT_VENVS_ONLY:-}" ]; then
   exit 0
 fi
 
-if ! ls "$SUITE_WHEEL_DIR"/kinetrace-*.whl >/dev/null 2>&1; then
+if ! suite_wheel >/dev/null 2>&1; then
   ensure_venv
   build_wheel
 fi
-wheel=$(ls "$SUITE_WHEEL_DIR"/kinetrace-*.whl)
+wheel=$(suite_wheel)
 
 failed=()
 for combo in "${COMBINATIONS[@]}"; do

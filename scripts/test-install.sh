@@ -23,7 +23,7 @@ log "install test: $(basename "$x86_wheel") + $torch_pin in a clean venv, no Rus
 ensure_uv
 venv="$CACHE/install-test"
 rm -rf "$venv"
-"$UV" venv -q --seed --python "${KINETRACE_PYTHON:-3.11}" "$venv"
+"$UV" venv -q --seed --no-python-downloads --python "$(find_python "${KINETRACE_PYTHON:-3.11}")" "$venv"
 "$UV" pip install -q --python "$venv/bin/python" "$torch_pin"
 # A PATH with the venv and the system only: no cargo, rustc, maturin or zig.
 clean_path="$venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
