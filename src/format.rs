@@ -79,6 +79,21 @@ fn push_metadata_event(
     out.extend_from_slice(b"}},\n");
 }
 
+/// A thread's (lane's) two metadata events: `thread_name` (`name_json`, a JSON string) and
+/// `thread_sort_index` (its tid).
+fn push_thread_events(out: &mut Vec<u8>, ts: &[u8], pid: &[u8], tid: i64, name_json: &[u8]) {
+    push_metadata_event(out, "thread_name", ts, pid, tid, "name", name_json);
+    push_metadata_event(
+        out,
+        "thread_sort_index",
+        ts,
+        pid,
+        tid,
+        "sort_index",
+        &int_text(tid),
+    );
+}
+
 fn rel_text(summary: &Summary, ns: i128) -> Vec<u8> {
     let mut v = Vec::with_capacity(24);
     push_rel(&mut v, summary, ns);
@@ -140,16 +155,7 @@ pub fn push_process_events(out: &mut Vec<u8>, summary: &Summary) -> u64 {
         } else {
             format!("\"stream {tid} \"")
         };
-        push_metadata_event(out, "thread_name", &ts, &pid, tid, "name", name.as_bytes());
-        push_metadata_event(
-            out,
-            "thread_sort_index",
-            &ts,
-            &pid,
-            tid,
-            "sort_index",
-            &int_text(tid),
-        );
+        push_thread_events(out, &ts, &pid, tid, name.as_bytes());
         events += 2;
     }
     events
@@ -273,16 +279,7 @@ pub fn push_graph_closing(out: &mut Vec<u8>, summary: &Summary, graph: &GraphSta
             Some(name) if !name.is_empty() => push_json_string(&mut value, name),
             _ => push_json_string(&mut value, format!("stream {tid} ").as_bytes()),
         }
-        push_metadata_event(out, "thread_name", &ts, &pid, tid, "name", &value);
-        push_metadata_event(
-            out,
-            "thread_sort_index",
-            &ts,
-            &pid,
-            tid,
-            "sort_index",
-            &int_text(tid),
-        );
+        push_thread_events(out, &ts, &pid, tid, &value);
         events += 2;
     }
     events
