@@ -15,6 +15,7 @@ import gzip
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -430,11 +431,18 @@ def test_bad_input_errors_and_leaves_nothing(tmp_path):
         kinetrace.split_trace(good, -1)
     with pytest.raises(ValueError, match="choose a larger size"):
         kinetrace.split_trace(good, 1e-5, out_dir=out)
-    # An out dir that is not a directory, and one that does not exist.
+    # An out dir that is not a directory; a missing one is created, and removed again (with
+    # the parents it needed) when the split fails.
     with pytest.raises(NotADirectoryError):
         kinetrace.split_trace(good, 0.01, out_dir=good)
-    with pytest.raises(FileNotFoundError):
-        kinetrace.split_trace(good, 0.01, out_dir=tmp_path / "missing")
+    with pytest.raises(ValueError, match="choose a larger size"):
+        kinetrace.split_trace(good, 1e-5, out_dir=tmp_path / "missing" / "parts")
+    assert not (tmp_path / "missing").exists()
+    made = kinetrace.split_trace(good, 0.01, out_dir=tmp_path / "new" / "parts")
+    assert made.parts and all(
+        os.path.dirname(part.path) == str(tmp_path / "new" / "parts") for part in made.parts
+    )
+    shutil.rmtree(tmp_path / "new")
     assert os.listdir(out) == []
     assert sorted(os.listdir(tmp_path)) == sorted([*cases, "good.json.gz", "out"])
 

@@ -236,7 +236,8 @@ def split_trace(
     Parts are named ``<stem>.part-001-of-012<suffix>`` in ``out_dir`` (default: beside
     ``src``), ``stem`` being the source's name without ``.json``/``.json.gz`` and
     ``suffix`` ``.json.gz`` for gzip parts (``gzip=None``: like the source) or ``.json``.
-    They appear together at the end, or not at all.
+    They appear together at the end, or not at all. A missing ``out_dir`` is created (and
+    removed again if the split fails).
 
     Raises:
         ValueError: the source is not a valid trace (the message names the file and the
@@ -250,16 +251,17 @@ def split_trace(
     like_source = gzip is None
     settings = _gzip_settings(True if gzip is None else gzip, compresslevel, threads)
     started = time.perf_counter()
-    raw = _kinetrace.split_trace(
-        src_path,
-        max_bytes,
-        None if out_dir is None else os.fsdecode(out_dir),
-        settings,
-        like_source,
-        stem,
-        suffix,
-        _trace_name,
-    )
+    out_path = None if out_dir is None else os.fsdecode(out_dir)
+    created = [] if out_path is None else _make_dirs(out_path)
+    try:
+        raw = _kinetrace.split_trace(
+            src_path, max_bytes, out_path, settings, like_source, stem, suffix, _trace_name
+        )
+    except BaseException:
+        for directory in reversed(created):  # nothing is left, not even an empty folder
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+        raise
     parts = tuple(
         Part(
             path=os.fsdecode(p["path"]),
@@ -271,6 +273,30 @@ def split_trace(
         for p in raw.pop("parts")
     )
     return SplitResult(parts=parts, seconds=time.perf_counter() - started, **raw)
+
+
+def _make_dirs(path: str) -> list[str]:
+    """Creates ``path`` and its missing parents, like ``os.makedirs``; returns the folders
+    it created, outermost first."""
+    missing: list[str] = []
+    head = os.path.abspath(path)
+    while not os.path.lexists(head):
+        missing.append(head)
+        parent = os.path.dirname(head)
+        if parent == head:
+            break
+        head = parent
+    created: list[str] = []
+    try:
+        for directory in reversed(missing):
+            os.mkdir(directory)
+            created.append(directory)
+    except BaseException:
+        for directory in reversed(created):
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+        raise
+    return created
 
 
 @contextlib.contextmanager
