@@ -103,7 +103,7 @@ def verify_gzip(path: Path, expected_len: int, chunk: int = 4 * MIB) -> dict[str
 
 
 def type_scan_seconds(n: int) -> float:
-    """What ``_export._getters``' ``set(map(type, activities))`` costs on the lazy source
+    """What ``_extract._getters``' ``set(map(type, activities))`` costs on the lazy source
     (it builds every activity once, transiently)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from synthetic import SyntheticResult

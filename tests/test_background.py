@@ -26,7 +26,7 @@ import pytest
 import torch
 
 import kinetrace
-from kinetrace import _background, _export
+from kinetrace import _background, _handles
 from synthetic import SyntheticResult
 
 TESTS = Path(__file__).resolve().parent
@@ -490,7 +490,7 @@ def test_ctrl_c_while_waiting_kills_the_child(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
     assert path.read_bytes() == OLD
     assert kinetrace.wait(timeout=10) == []  # already reported by result()
-    assert _export._pending == []
+    assert _handles._pending == []
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")

@@ -44,7 +44,7 @@ import pytest
 
 import kinetrace
 from interrupts import in_gc_callback, latency_bound, resend_lost_interrupts, send_sigint_soon
-from kinetrace import _export, _kinetrace
+from kinetrace import _extract, _kinetrace
 from synthetic import T0, SyntheticActivity, SyntheticResult, memory_budget, warm_up
 
 TESTS = Path(__file__).resolve().parent
@@ -56,8 +56,8 @@ BASE = _kinetrace.trimonth_base_ns(T0)
 #: process exports.
 FOREIGN_PID = 2**31 + 5
 OLD = b"old content, must survive\n"
-#: How many activities ``_export`` pulls per batch.
-BATCH = _export.BATCH_SIZE
+#: How many activities ``_extract`` pulls per batch.
+BATCH = _extract.BATCH_SIZE
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -484,8 +484,9 @@ def slow_writer_source(n: int = 40_000, payload: int = 1_000) -> SyntheticResult
 
 def interrupt_in(stage: str, sigint: Sigint, path: Path, source: SyntheticResult) -> float:
     """Exports ``source`` to ``path`` (gzip level 9, one thread) and sends SIGINT once the
-    caller is in the native call on the line of ``_export.py`` containing ``stage``."""
-    watcher = StageWatcher(stage, sigint.fire)
+    caller is in the native call on the line containing ``stage`` (of ``_export.py`` for
+    ``.wait(``, of ``_extract.py``, where the passes run, otherwise)."""
+    watcher = StageWatcher(stage, sigint.fire, "_export.py" if stage == ".wait(" else "_extract.py")
     sigint.armed = True
     watcher.start()
     try:
@@ -945,7 +946,7 @@ def drive_exporter(
     compresslevel: int | None = None,
     panic_after: int | None = None,
 ) -> None:
-    """Runs the export flow of ``_export.py`` on ``_Exporter`` directly, making the writer
+    """Runs the export flow (``_extract.py``) on ``_Exporter`` directly, making the writer
     thread panic after ``panic_after`` batches (``_inject_panic``)."""
     acts = result.trace_activities()
     n = len(acts)
@@ -960,7 +961,7 @@ def drive_exporter(
                 [a.duration() for a in part],
             )
         exporter.start(
-            BASE, os.getpid(), _export.device_properties_json(), [], _export.cuda_versions()
+            BASE, os.getpid(), _extract.device_properties_json(), [], _extract.cuda_versions()
         )
         for k, lo in enumerate(range(0, n, BATCH)):
             if k == panic_after:

@@ -24,7 +24,7 @@ from torch.profiler._chrome_trace_export import export_chrome_trace as torch_pyt
 
 import kinetrace
 from kinetrace import __main__ as cli
-from kinetrace import _export, _profiler
+from kinetrace import _export, _handles, _profiler
 
 CPU = [ProfilerActivity.CPU]
 KINETO_PROFILE = torch_profiler_module._KinetoProfile
@@ -380,7 +380,7 @@ def test_run_waits_for_background_exports(tmp_path: Path) -> None:
     )
     out = tmp_path / "out"
     assert cli.main(["run", str(script), str(out)]) == 0
-    assert _export._pending == []
+    assert _handles._pending == []
     names = sorted(os.listdir(out))
     assert len(names) == 2 and names[0] == "bg.json.gz"
     assert re.fullmatch(r".+_\d+\.\d+\.pt\.trace\.json", names[1])

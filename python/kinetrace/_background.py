@@ -46,7 +46,7 @@ plus a few MB of batches, and ~180 bytes an activity per extra ``workers=`` proc
 pages the parent writes while the child runs (copy on write), which can never exceed the
 parent's resident size at the fork.
 
-Exit and interrupts. Handles live in ``kinetrace._export``'s pending list like the other
+Exit and interrupts. Handles live in ``kinetrace._handles``'s pending list like the other
 background exports: ``result()``, :func:`kinetrace.wait` and the next export report their
 errors, and interpreter exit waits for them. Ctrl-C while waiting (the second Ctrl-C of a
 program that was stopped by the first and now waits at exit) kills the child's process group
@@ -66,10 +66,10 @@ import os
 import queue
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from kinetrace import _export, _workers
+from kinetrace import _extract, _handles, _workers
 
 __all__ = ["MAX_WAITING", "NICE", "available", "prestart", "submit"]
 
@@ -92,7 +92,15 @@ def available() -> bool:
 class Job:
     """One background export; the exporter of its :class:`~kinetrace.ExportHandle`."""
 
-    def __init__(self, result: Any, path: str, metadata: Mapping[str, Any] | None, **options: Any):
+    def __init__(
+        self,
+        export: Callable[..., Any],
+        result: Any,
+        path: str,
+        metadata: Mapping[str, Any] | None,
+        **options: Any,
+    ):
+        self._export = export  # export_chrome_trace, which the child runs
         self._result: Any = result  # kept alive until the export ends
         self._metadata = None if metadata is None else dict(metadata)
         self._options = options
@@ -136,7 +144,7 @@ class Job:
                 if self._cancelled:
                     self._error = KeyboardInterrupt()
                     return
-                host = _export.HostIdentity.here()  # CUDA is queried here, not in the child
+                host = _extract.HostIdentity.here()  # CUDA is queried here, not in the child
                 read_end, write_end = os.pipe()
                 try:
                     pid = _workers._fork()
@@ -200,7 +208,7 @@ class Job:
             )
 
 
-def _child_main(job: Job, host: _export.HostIdentity, to_parent: int) -> NoReturn:
+def _child_main(job: Job, host: _extract.HostIdentity, to_parent: int) -> NoReturn:
     """Runs in the forked child; never returns (not even by an exception)."""
     code = 1
     try:
@@ -209,14 +217,9 @@ def _child_main(job: Job, host: _export.HostIdentity, to_parent: int) -> NoRetur
             os.nice(NICE)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.disable()
-        _export._host_override = host
-        # The parent's pending exports are not this process's to wait for or report, and a
-        # lock another thread held at the fork would stay held here.
-        _export._pending_lock = threading.Lock()
-        _export._pending.clear()
-        stats = _export.export_chrome_trace(
-            job._result, job.path, job._metadata, background=False, **job._options
-        )
+        _extract._host_override = host
+        _handles.forget_pending()
+        stats = job._export(job._result, job.path, job._metadata, background=False, **job._options)
         _workers._send(
             to_parent, ("done", stats.events, stats.uncompressed_bytes, stats.file_bytes)
         )
@@ -300,9 +303,16 @@ def prestart() -> None:
         _runner.start()
 
 
-def submit(result: Any, path: str, metadata: Mapping[str, Any] | None, **options: Any) -> Job:
-    """Queue the export of ``result`` to ``path`` (the options are those of
-    ``export_chrome_trace``) and return its job; the call does not wait for it."""
-    job = Job(result, path, metadata, **options)
+def submit(
+    export: Callable[..., Any],
+    result: Any,
+    path: str,
+    metadata: Mapping[str, Any] | None,
+    **options: Any,
+) -> Job:
+    """Queue the export of ``result`` to ``path`` by ``export`` (``export_chrome_trace``,
+    passed in so this module does not import its caller; the options are its options) and
+    return its job; the call does not wait for it."""
+    job = Job(export, result, path, metadata, **options)
     _runner.submit(job)
     return job

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
-from kinetrace import _export, _kinetrace
+from kinetrace import _export, _extract, _kinetrace
 
 #: The categories whose correlation id an export does not read (the Rust rule itself).
 EXCLUDED_EXTERNAL_ID = frozenset(_kinetrace.EXTERNAL_ID_EXCLUDED)
@@ -112,12 +112,12 @@ def accessor_floor(result: Any) -> float:
 
 def _read_every_field(acts: list[Any]) -> None:
     """The accessor calls of an export (the list is freed when this returns)."""
-    get = _export._getters(acts, _export._FIRST_PASS_FIELDS + _export._SECOND_PASS_FIELDS)
+    get = _extract._getters(acts, _extract._FIRST_PASS_FIELDS + _extract._SECOND_PASS_FIELDS)
     n = len(acts)
-    step = _export.BATCH_SIZE
+    step = _extract.BATCH_SIZE
     for lo in range(0, n, step):
         part = acts[lo : lo + step]
-        for f in _export._FIRST_PASS_FIELDS:
+        for f in _extract._FIRST_PASS_FIELDS:
             list(map(get[f], part))
     for lo in range(0, n, step):
         part = acts[lo : lo + step]
@@ -133,7 +133,7 @@ def _read_every_field(acts: list[Any]) -> None:
         flows = list(compress(part, [f > 0 for f in flow_ids]))
         list(map(get["flow_type"], flows))
         list(map(get["flow_start"], flows))
-        _export._comms_metadata(compress(part, [c == "kernel" for c in cats]))
+        _extract._comms_metadata(compress(part, [c == "kernel" for c in cats]))
 
 
 _last_peak: list[int] = [0]

@@ -50,7 +50,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kinetrace import _kinetrace
-from kinetrace._export import ExportHandle, ExportStats, _torch_version
+from kinetrace._env import _torch_version
+from kinetrace._handles import ExportHandle, ExportStats
 
 __all__ = ["FallbackWarning", "export_chrome_trace", "export_via_kineto"]
 

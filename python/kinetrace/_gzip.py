@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from kinetrace import _kinetrace
-from kinetrace._export import (
+from kinetrace._env import (
     DEFAULT_COMPRESSLEVEL,
     _check_range,
     available_cpus,

@@ -161,7 +161,7 @@ class SplitResult:
 def _gzip_settings(
     gzip: bool, compresslevel: int | None, threads: int | None
 ) -> tuple[int, int] | None:
-    from kinetrace._export import DEFAULT_COMPRESSLEVEL, available_cpus
+    from kinetrace._env import DEFAULT_COMPRESSLEVEL, available_cpus
 
     level = DEFAULT_COMPRESSLEVEL if compresslevel is None else compresslevel
     n_threads = available_cpus() if threads is None else threads

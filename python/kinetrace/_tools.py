@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kinetrace import _kinetrace
-from kinetrace._export import DEFAULT_COMPRESSLEVEL, available_cpus
+from kinetrace._env import DEFAULT_COMPRESSLEVEL, available_cpus
 
 __all__ = [
     "CheckReport",

@@ -44,13 +44,8 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from kinetrace import _kinetrace
-from kinetrace._export import (
-    Getters,
-    available_cpus,
-    first_pass,
-    second_pass,
-    trace_pid,
-)
+from kinetrace._env import available_cpus
+from kinetrace._extract import Getters, first_pass, second_pass, trace_pid
 
 __all__ = [
     "MIN_ACTIVITIES_PER_WORKER",

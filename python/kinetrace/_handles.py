@@ -1,0 +1,211 @@
+"""Export handles: ``ExportStats``, ``ExportHandle`` (a background export), :func:`wait`,
+the list of pending background exports, and waiting for them at interpreter exit."""
+
+from __future__ import annotations
+
+import atexit
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ExportStats:
+    """What an export wrote."""
+
+    #: Trace events written (process/thread metadata, activities, flows, closing events).
+    events: int
+    #: Bytes of JSON text (before compression).
+    uncompressed_bytes: int
+    #: Bytes in the file (equal to ``uncompressed_bytes`` for plain JSON).
+    file_bytes: int
+    #: Wall-clock seconds the export took.
+    seconds: float
+    #: Where the trace was written.
+    path: str
+
+
+class ExportHandle:
+    """A background export: a forked process (``kinetrace._background``) reads the
+    activities and writes the file; without ``os.fork``, Rust threads finish writing fields
+    already extracted.
+
+    ``result()`` waits for the file and returns its :class:`ExportStats`, or raises the
+    error that stopped it. An error nobody asked for is raised by the next
+    ``export_chrome_trace`` call instead, so a failure is never silent.
+    """
+
+    def __init__(
+        self, exporter: Any, path: str, started: float, worker_outputs: list[Any] | None = None
+    ) -> None:
+        self._exporter = exporter
+        # Worker output files the writer still reads; removed once it is done.
+        self._worker_outputs = worker_outputs or []
+        self._lock = threading.Lock()
+        self._outcome: ExportStats | BaseException | None = None
+        self._reported = False
+        #: Where the trace is being written.
+        self.path = path
+        self._started = started
+
+    def done(self) -> bool:
+        """True once the file is complete (or the export failed)."""
+        return self._settle(0.0)
+
+    def result(self, timeout: float | None = None) -> ExportStats:
+        """Wait for the export (at most ``timeout`` seconds) and return its stats.
+
+        Raises:
+            TimeoutError: still running after ``timeout`` seconds.
+            OSError, ValueError, ...: whatever stopped the export.
+        """
+        if not self._settle(timeout):
+            raise TimeoutError(f"export to {self.path} still running after {timeout} s")
+        self._reported = True
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        assert self._outcome is not None
+        return self._outcome
+
+    def _settle(self, timeout: float | None) -> bool:
+        with self._lock:
+            if self._outcome is None:
+                try:
+                    counts = self._exporter.wait(timeout)
+                except Exception as exc:
+                    self._outcome = exc
+                except BaseException as exc:
+                    # Ctrl-C while waiting: the export is cancelled, not left to finish
+                    # behind the caller's back; the interrupt goes on up.
+                    self._exporter.abort()
+                    self._outcome = exc
+                    self._reported = True
+                    self._release()
+                    raise
+                else:
+                    if counts is None:
+                        return False
+                    events, raw_bytes, file_bytes, _ = counts
+                    self._outcome = ExportStats(
+                        events=events,
+                        uncompressed_bytes=raw_bytes,
+                        file_bytes=file_bytes,
+                        seconds=time.perf_counter() - self._started,
+                        path=self.path,
+                    )
+                self._release()
+            return True
+
+    def _abandon(self) -> None:
+        """Stop the export if it still runs (its temporary file is removed)."""
+        with self._lock:
+            if self._outcome is None and self._exporter is not None:
+                self._exporter.abort()
+                self._outcome = KeyboardInterrupt()
+                self._reported = True
+                self._release()
+
+    def _release(self) -> None:
+        self._exporter = None
+        if self._worker_outputs:
+            from kinetrace import _workers
+
+            _workers.remove_outputs(self._worker_outputs)
+
+    def _unreported_error(self) -> BaseException | None:
+        if self._reported or not isinstance(self._outcome, BaseException):
+            return None
+        self._reported = True
+        return self._outcome
+
+    def __repr__(self) -> str:
+        state = "running" if self._outcome is None else "done"
+        return f"<ExportHandle {self.path!r} {state}>"
+
+
+_pending: list[ExportHandle] = []
+_pending_lock = threading.Lock()
+
+
+def add_pending(handle: ExportHandle) -> None:
+    """Track a background export: :func:`wait`, the next export and exit report it."""
+    with _pending_lock:
+        _pending.append(handle)
+
+
+def forget_pending() -> None:
+    """In a forked child: the parent's pending exports are not this process's to wait for or
+    report, and a lock another thread held at the fork would stay held here."""
+    global _pending_lock
+    _pending_lock = threading.Lock()
+    _pending.clear()
+
+
+def _raise_unreported_errors() -> None:
+    """Raise the first error of a finished background export nobody looked at."""
+    with _pending_lock:
+        handles = list(_pending)
+    for handle in handles:
+        if handle.done():
+            with _pending_lock:
+                if handle in _pending:
+                    _pending.remove(handle)
+            error = handle._unreported_error()
+            if error is not None:
+                raise RuntimeError(
+                    f"an earlier background export to {handle.path} failed"
+                ) from error
+
+
+def wait(timeout: float | None = None) -> list[ExportStats]:
+    """Wait for every background export started so far.
+
+    Returns the stats of those that succeeded, in start order. After waiting for all of
+    them, raises the first error that nobody has seen yet (an error already raised by
+    ``result()`` is not raised again).
+
+    Raises:
+        TimeoutError: an export is still running after ``timeout`` seconds.
+    """
+    with _pending_lock:
+        handles = list(_pending)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    first_error: BaseException | None = None
+    stats = []
+    for handle in handles:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not handle._settle(remaining):
+            raise TimeoutError(f"export to {handle.path} still running after {timeout} s")
+        with _pending_lock:
+            if handle in _pending:
+                _pending.remove(handle)
+        if isinstance(handle._outcome, ExportStats):
+            stats.append(handle._outcome)
+        else:
+            error = handle._unreported_error()
+            first_error = first_error or error
+    if first_error is not None:
+        raise first_error
+    return stats
+
+
+@atexit.register
+def _wait_at_exit() -> None:
+    """Finish pending background exports before the interpreter goes away."""
+    with _pending_lock:
+        handles = list(_pending)
+    for i, handle in enumerate(handles):
+        try:
+            handle._settle(None)
+        except KeyboardInterrupt:
+            # A second Ctrl-C (the first stopped the program): abandon every export still
+            # running; each removes its temporary file, so no partial file is left.
+            for rest in handles[i:]:
+                rest._abandon()
+            print("kinetrace: background exports abandoned (Ctrl-C)", file=sys.stderr)
+            return
+        error = handle._unreported_error()
+        if error is not None:  # report (once), never raise during shutdown
+            print(f"kinetrace: background export to {handle.path} failed: {error}", file=sys.stderr)
