@@ -241,15 +241,14 @@ def _kill_group(pid: int) -> None:
 
 
 def _remove_temporaries(path: str, pid: int) -> None:
-    """The files a killed child (pid) or its workers left beside ``path``: their names start
-    with ``.{name}.{pid}.`` (the writer's temporary file, the workers' outputs) and with
-    ``..{name}.{pid}.`` (a worker's own temporary file of its output)."""
+    """The temporary file a killed child (pid) left beside ``path``: the writer's, named
+    ``.{name}.{pid}.{random}.kinetrace-tmp`` (worker outputs are anonymous files: nothing
+    of theirs outlives the processes)."""
     directory, name = os.path.split(os.path.abspath(path))
-    stem = glob.escape(f".{name}.{pid}.")
-    for pattern in (f"{stem}*kinetrace-tmp", f".{stem}*kinetrace-tmp"):
-        for leftover in glob.glob(os.path.join(glob.escape(directory), pattern)):
-            with contextlib.suppress(OSError):
-                os.remove(leftover)
+    pattern = glob.escape(f".{name}.{pid}.") + "*.kinetrace-tmp"
+    for leftover in glob.glob(os.path.join(glob.escape(directory), pattern)):
+        with contextlib.suppress(OSError):
+            os.remove(leftover)
 
 
 class _Runner:
