@@ -15,6 +15,7 @@
 
 pub mod check;
 pub mod error;
+pub(crate) mod events;
 pub mod format;
 pub mod fragment;
 pub mod graphs;
@@ -25,6 +26,7 @@ pub(crate) mod members;
 pub mod pipeline;
 pub mod recompress;
 pub mod render;
+pub(crate) mod scan;
 pub mod sink;
 pub mod split;
 pub mod trace;
