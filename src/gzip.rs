@@ -4,9 +4,9 @@
 //! member even though it is compressed in parallel. The input is cut into blocks; every block is
 //! raw-deflated on its own by a pool of worker threads, primed with the previous 32 KiB of input
 //! as the dictionary (so the cut costs almost nothing in size), and ended with a byte-aligning
-//! sync flush, except the last block, which ends the deflate stream. Byte-aligned pieces
+//! sync flush, except the last block, which ends the deflate stream. Byte-aligned block outputs
 //! concatenate into one valid deflate stream. Each worker also computes its block's CRC-32; a
-//! single writer thread writes the header, the pieces in order and the trailer, folding the CRCs
+//! single writer thread writes the header, the block outputs in order and the trailer, folding the CRCs
 //! together with `crc32_combine`.
 //!
 //! Memory stays bounded whatever the input size: the encoder owns a fixed pool of
@@ -15,23 +15,23 @@
 //! The bytes produced depend only on the input, the level, the block size and where `flush` was
 //! called, never on the number of threads or on scheduling.
 //!
-//! # Pieces and splicing (multi-process export)
+//! # Slices and splicing (multi-process export)
 //!
-//! A *piece encoder* ([`ParallelGzEncoder::new_piece`]) writes raw deflate only: no header, no
+//! A *slice encoder* ([`ParallelGzEncoder::new_slice`]) writes raw deflate only: no header, no
 //! trailer, and every block, the last one included, ends with a sync flush, so its output is a
 //! byte-aligned, non-final run of deflate blocks that refers to nothing before its own start.
-//! [`ParallelGzEncoder::finish_piece`] returns the CRC-32 and length of its input.
+//! [`ParallelGzEncoder::finish_slice`] returns the CRC-32 and length of its input.
 //!
-//! [`ParallelGzEncoder::append_piece`] splices such a piece into a stream: the pending block is
-//! sync-flushed, the piece's bytes are read in chunks into pooled blocks on the caller's thread
+//! [`ParallelGzEncoder::append_slice`] splices such a slice into a stream: the pending block is
+//! sync-flushed, the slice's bytes are read in chunks into pooled blocks on the caller's thread
 //! and queued for the writer thread in stream order like compressed blocks (they need no
 //! worker), its CRC-32 and length are folded into the trailer with a 64-bit-length
 //! `crc32_combine`, and the next block gets no dictionary: the decoder's window then holds the
-//! piece's text, which this encoder never saw. Output with splices is as deterministic as
-//! without: it depends on the input, the pieces and where they were spliced, not on threads.
+//! slice's text, which this encoder never saw. Output with splices is as deterministic as
+//! without: it depends on the input, the slices and where they were spliced, not on threads.
 //!
 //! ```text
-//! writer thread:  header | block 0 | block 1 (sync) | piece chunk | piece chunk | block 2 (no dict) | ... | trailer
+//! writer thread:  header | block 0 | block 1 (sync) | slice chunk | slice chunk | block 2 (no dict) | ... | trailer
 //! ```
 
 use std::collections::VecDeque;
@@ -43,7 +43,7 @@ use std::thread::{self, JoinHandle};
 
 use flate2::{Compress, Compression, Crc, FlushCompress, Status};
 
-/// Default amount of input compressed as one independent piece.
+/// Default amount of input compressed as one independent block.
 ///
 /// With the 32 KiB dictionary a cut costs only a few bytes (the sync marker and a fresh Huffman
 /// table). Measured on trace-like JSON at level 6: +0.37% over single-stream gzip at 64 KiB
@@ -63,15 +63,15 @@ const WINDOW: usize = 32 * 1024;
 /// Output space given to each call into the compressor.
 const OUT_CHUNK: usize = 64 * 1024;
 
-/// Most bytes of a spliced piece read into one pooled block (less with a smaller block size).
-const PIECE_CHUNK: usize = 1 << 20;
+/// Most bytes of a spliced slice read into one pooled block (less with a smaller block size).
+const SLICE_CHUNK: usize = 1 << 20;
 
-/// The end of a sync flush (an empty stored block): every piece made by a piece encoder ends
-/// with it, unless the piece is empty.
+/// The end of a sync flush (an empty stored block): every slice made by a slice encoder ends
+/// with it, unless the slice is empty.
 const SYNC_MARKER: [u8; 4] = [0, 0, 0xff, 0xff];
 
 /// One unit of work: a block's input (preceded by its dictionary) and, once compressed, its
-/// piece of the deflate stream; or a chunk of a spliced piece, which goes straight to the
+/// part of the deflate stream; or a chunk of a spliced slice, which goes straight to the
 /// writer. Blocks are pooled and reused, buffers and all.
 struct Block {
     /// Position of the block in the stream.
@@ -79,10 +79,10 @@ struct Block {
     /// `dict_len` bytes of dictionary, then the block's input (empty for a spliced chunk).
     data: Vec<u8>,
     dict_len: usize,
-    /// The block's piece of the deflate stream (or the spliced chunk).
+    /// The block's part of the deflate stream (or the spliced chunk).
     out: Vec<u8>,
     /// CRC-32 and length of the uncompressed text `out` adds to the stream, folded into the
-    /// trailer by the writer. Set by the worker; for a spliced piece, the whole piece's values
+    /// trailer by the writer. Set by the worker; for a spliced slice, the whole slice's values
     /// ride on its last chunk and the other chunks add nothing.
     crc: u32,
     len: u64,
@@ -271,7 +271,7 @@ const X2N: [u32; 32] = {
 
 /// The CRC-32 of `A` followed by `B`, from `crc1` = CRC-32 of `A`, `crc2` = CRC-32 of `B` and
 /// `len2` = length of `B` (zlib's `crc32_combine64`; any 64-bit length). `flate2::Crc` can only
-/// fold CRCs it computed itself, and a spliced piece arrives as a bare CRC and length.
+/// fold CRCs it computed itself, and a spliced slice arrives as a bare CRC and length.
 fn crc32_combine(crc1: u32, crc2: u32, len2: u64) -> u32 {
     // x^(8 * len2) modulo p(x): appending len2 zero bytes multiplies by it.
     let mut shift = 1 << 31; // x^0
@@ -292,8 +292,8 @@ fn crc32_combine(crc1: u32, crc2: u32, len2: u64) -> u32 {
 enum Mode {
     /// One gzip member: header, deflate stream ended by a final block, trailer.
     Gzip,
-    /// A raw deflate piece: no header, no trailer, the last block ends with a sync flush.
-    Piece,
+    /// A raw deflate slice: no header, no trailer, the last block ends with a sync flush.
+    Slice,
 }
 
 /// A gzip encoder that compresses on several threads and writes a single gzip member.
@@ -303,8 +303,8 @@ enum Mode {
 /// Errors from any thread are returned by the next `write`, `flush` or [`finish`](Self::finish).
 /// Dropping the encoder without `finish` stops the threads and discards the rest of the output.
 ///
-/// The same type, built with [`new_piece`](Self::new_piece), writes a raw deflate piece instead,
-/// which [`append_piece`](Self::append_piece) splices into another encoder's stream (see the
+/// The same type, built with [`new_slice`](Self::new_slice), writes a raw deflate slice instead,
+/// which [`append_slice`](Self::append_slice) splices into another encoder's stream (see the
 /// module docs).
 pub struct ParallelGzEncoder<W: Write + Send + 'static> {
     shared: Arc<Shared>,
@@ -342,7 +342,7 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
         Self::with_block_size(inner, level, threads, DEFAULT_BLOCK_SIZE)
     }
 
-    /// A new encoder compressing `block_size` bytes of input per piece
+    /// A new encoder compressing `block_size` bytes of input per block
     /// ([`MIN_BLOCK_SIZE`]..=[`MAX_BLOCK_SIZE`]).
     pub fn with_block_size(
         inner: W,
@@ -353,23 +353,23 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
         Self::build(inner, level, threads, block_size, Mode::Gzip)
     }
 
-    /// Raw-piece mode: writes raw deflate only (no header, no trailer). Every block ends with a
+    /// Raw-slice mode: writes raw deflate only (no header, no trailer). Every block ends with a
     /// sync flush, including the last one, so the output is a byte-aligned, NON-final run of
     /// deflate blocks that can be spliced into another stream with
-    /// [`append_piece`](Self::append_piece). The first block has no dictionary. An empty input
-    /// gives an empty piece. End it with [`finish_piece`](Self::finish_piece).
-    pub fn new_piece(inner: W, level: u32, threads: usize) -> io::Result<Self> {
-        Self::piece_with_block_size(inner, level, threads, DEFAULT_BLOCK_SIZE)
+    /// [`append_slice`](Self::append_slice). The first block has no dictionary. An empty input
+    /// gives an empty slice. End it with [`finish_slice`](Self::finish_slice).
+    pub fn new_slice(inner: W, level: u32, threads: usize) -> io::Result<Self> {
+        Self::slice_with_block_size(inner, level, threads, DEFAULT_BLOCK_SIZE)
     }
 
-    /// [`new_piece`](Self::new_piece) with `block_size` bytes of input per block.
-    pub fn piece_with_block_size(
+    /// [`new_slice`](Self::new_slice) with `block_size` bytes of input per block.
+    pub fn slice_with_block_size(
         inner: W,
         level: u32,
         threads: usize,
         block_size: usize,
     ) -> io::Result<Self> {
-        Self::build(inner, level, threads, block_size, Mode::Piece)
+        Self::build(inner, level, threads, block_size, Mode::Slice)
     }
 
     fn build(
@@ -443,12 +443,12 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
         Ok(encoder)
     }
 
-    /// Uncompressed bytes accepted so far, spliced pieces (their `len`) included.
+    /// Uncompressed bytes accepted so far, spliced slices (their `len`) included.
     pub fn bytes_in(&self) -> u64 {
         self.bytes_in
     }
 
-    /// Compressed bytes written to the inner writer so far, header included. Pieces still being
+    /// Compressed bytes written to the inner writer so far, header included. Blocks still being
     /// compressed or queued are not counted.
     pub fn bytes_out(&self) -> u64 {
         self.shared.bytes_out.load(Ordering::Relaxed)
@@ -456,58 +456,58 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
 
     /// Compresses what is buffered, writes the trailer, waits for every thread, flushes the
     /// inner writer and returns it. The first error of any thread is returned here if it was
-    /// not returned before. On a piece encoder ([`new_piece`](Self::new_piece)) this is an
+    /// not returned before. On a slice encoder ([`new_slice`](Self::new_slice)) this is an
     /// `InvalidInput` error and the output is discarded: use
-    /// [`finish_piece`](Self::finish_piece).
+    /// [`finish_slice`](Self::finish_slice).
     pub fn finish(self) -> io::Result<W> {
         if self.mode != Mode::Gzip {
             return Err(invalid_input(
-                "finish called on a raw deflate piece encoder; use finish_piece".into(),
+                "finish called on a raw deflate slice encoder; use finish_slice".into(),
             ));
         }
         self.finish_stream().map(|(inner, _, _)| inner)
     }
 
-    /// Ends a raw-piece encoder: compresses what is buffered (ending it with a sync flush),
+    /// Ends a raw-slice encoder: compresses what is buffered (ending it with a sync flush),
     /// waits for every thread, flushes the inner writer and returns it with the CRC-32 and the
-    /// length of the piece's uncompressed text (spliced pieces included), the `crc` and `len`
-    /// to give [`append_piece`](Self::append_piece). On a gzip encoder this is an
+    /// length of the slice's uncompressed text (spliced slices included), the `crc` and `len`
+    /// to give [`append_slice`](Self::append_slice). On a gzip encoder this is an
     /// `InvalidInput` error and the output is discarded: use [`finish`](Self::finish).
-    pub fn finish_piece(self) -> io::Result<(W, u32, u64)> {
-        if self.mode != Mode::Piece {
+    pub fn finish_slice(self) -> io::Result<(W, u32, u64)> {
+        if self.mode != Mode::Slice {
             return Err(invalid_input(
-                "finish_piece called on a gzip encoder; use finish".into(),
+                "finish_slice called on a gzip encoder; use finish".into(),
             ));
         }
         self.finish_stream()
     }
 
-    /// Splices a raw deflate piece made by a piece encoder into this stream at the current
-    /// position. `piece` yields the piece's bytes (what the piece encoder wrote); `crc` and
+    /// Splices a raw deflate slice made by a slice encoder into this stream at the current
+    /// position. `slice` yields the slice's bytes (what the slice encoder wrote); `crc` and
     /// `len` are the CRC-32 and length of its uncompressed text (what
-    /// [`finish_piece`](Self::finish_piece) returned; `len` may exceed 4 GiB). Works on gzip
-    /// and piece encoders alike.
+    /// [`finish_slice`](Self::finish_slice) returned; `len` may exceed 4 GiB). Works on gzip
+    /// and slice encoders alike.
     ///
-    /// The pending partial block is ended first (sync flush). The piece is then read on this
+    /// The pending partial block is ended first (sync flush). The slice is then read on this
     /// thread in chunks of up to 1 MiB into pooled blocks, which the writer thread writes in
-    /// stream order (memory stays bounded, whatever the piece's size); this call returns once
-    /// the whole piece is read and queued. The next block is compressed without a dictionary,
-    /// since the decoder's window then holds the piece's text, which this encoder never saw.
+    /// stream order (memory stays bounded, whatever the slice's size); this call returns once
+    /// the whole slice is read and queued. The next block is compressed without a dictionary,
+    /// since the decoder's window then holds the slice's text, which this encoder never saw.
     ///
-    /// The piece is not decoded, but a non-empty one must end with a sync flush marker
-    /// (`00 00 ff ff`), as every piece encoder's output does; this catches a truncated piece
-    /// file. An error reading the piece, or a piece failing that check, stops the encoder like
+    /// The slice is not decoded, but a non-empty one must end with a sync flush marker
+    /// (`00 00 ff ff`), as every slice encoder's output does; this catches a truncated slice
+    /// file. An error reading the slice, or a slice failing that check, stops the encoder like
     /// a write error: it is returned here and by every later call, `finish` included; so does
     /// a panic in the reader.
     /// `len == 0` with `crc != 0` is rejected with `InvalidInput` before anything happens.
-    pub fn append_piece(&mut self, mut piece: impl Read, crc: u32, len: u64) -> io::Result<()> {
+    pub fn append_slice(&mut self, mut slice: impl Read, crc: u32, len: u64) -> io::Result<()> {
         self.check_error()?;
         if len == 0 && crc != 0 {
             return Err(invalid_input(format!(
-                "a piece of empty text has CRC-32 0, got {crc:#010x}"
+                "a slice of empty text has CRC-32 0, got {crc:#010x}"
             )));
         }
-        // End the pending block: the piece starts on the byte boundary of its sync flush.
+        // End the pending block: the slice starts on the byte boundary of its sync flush.
         if let Some(block) = self.current.take() {
             if block.input_len() > 0 {
                 self.dispatch(block, false)?;
@@ -516,35 +516,35 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
                 self.shared.lock().free.push(block);
             }
         }
-        // Back-references must never reach over the piece.
+        // Back-references must never reach over the slice.
         self.window.clear();
 
-        let chunk = self.block_size.min(PIECE_CHUNK);
+        let chunk = self.block_size.min(SLICE_CHUNK);
         let mut tail = [0u8; 4];
-        let mut piece_bytes: u64 = 0;
+        let mut slice_bytes: u64 = 0;
         loop {
             let mut block = self.take_free()?;
             block.data.clear();
             block.dict_len = 0;
             block.out.clear();
             block.out.resize(chunk, 0);
-            // Part of the piece may be queued already: a panicking reader must stop the
+            // Part of the slice may be queued already: a panicking reader must stop the
             // encoder like a failing one, or a caller catching the panic could finish a
             // corrupt stream.
             let read =
-                panic::catch_unwind(AssertUnwindSafe(|| read_full(&mut piece, &mut block.out)));
+                panic::catch_unwind(AssertUnwindSafe(|| read_full(&mut slice, &mut block.out)));
             let n = match read {
                 Ok(Ok(n)) => n,
                 Ok(Err(error)) => return Err(self.fail_now(error)),
                 Err(payload) => {
                     return Err(self.fail_now(io::Error::other(format!(
-                        "the gzip piece reader panicked: {}",
+                        "the gzip slice reader panicked: {}",
                         crate::error::panic_message(payload.as_ref())
                     ))))
                 }
             };
             block.out.truncate(n);
-            piece_bytes += n as u64;
+            slice_bytes += n as u64;
             if n >= 4 {
                 tail.copy_from_slice(&block.out[n - 4..]);
             } else {
@@ -554,16 +554,16 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
             // A short chunk means the reader is exhausted.
             let end = n < chunk;
             if end {
-                if piece_bytes > 0 && tail != SYNC_MARKER {
+                if slice_bytes > 0 && tail != SYNC_MARKER {
                     return Err(self.fail_now(io::Error::new(
                         io::ErrorKind::InvalidData,
                         format!(
-                            "the deflate piece ({piece_bytes} bytes) does not end with a sync \
-                             flush (truncated, or not made by a piece encoder?)"
+                            "the deflate slice ({slice_bytes} bytes) does not end with a sync \
+                             flush (truncated, or not made by a slice encoder?)"
                         ),
                     )));
                 }
-                // The whole piece's text rides on its last chunk.
+                // The whole slice's text rides on its last chunk.
                 (block.crc, block.len) = (crc, len);
             } else {
                 (block.crc, block.len) = (0, 0);
@@ -581,7 +581,7 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
     /// CRC-32 and length of the stream's text.
     fn finish_stream(mut self) -> io::Result<(W, u32, u64)> {
         // The last block may be empty: it then only ends the deflate stream (gzip), or writes
-        // nothing (piece).
+        // nothing (slice).
         let dispatched = self.check_error().and_then(|()| {
             let block = match self.current.take() {
                 Some(block) => block,
@@ -637,7 +637,7 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
 
     /// Waits up to `timeout` for a free block in the pool, so that the next `write` of at
     /// most one block does not wait for one: lets a caller that must stay responsive (to
-    /// Ctrl-C) wait in slices. `Ok(false)` on timeout; a recorded error is returned.
+    /// Ctrl-C) wait a little at a time. `Ok(false)` on timeout; a recorded error is returned.
     pub fn wait_for_room(&self, timeout: std::time::Duration) -> io::Result<bool> {
         let st = self.shared.lock();
         let (mut st, _) = self
@@ -699,7 +699,7 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
         Ok(())
     }
 
-    /// Sends a chunk of a spliced piece (already in `block.out`) straight to the writer.
+    /// Sends a chunk of a spliced slice (already in `block.out`) straight to the writer.
     fn queue_raw(&mut self, mut block: Block) -> io::Result<()> {
         block.seq = self.next_seq;
         block.last = false;
@@ -862,7 +862,7 @@ fn compress_block(level: Compression, block: &mut Block) -> io::Result<()> {
     *len = input.len() as u64;
     out.clear();
     if input.is_empty() && !*finish {
-        // Only a piece encoder's last block can be empty without ending the stream: the
+        // Only a slice encoder's last block can be empty without ending the stream: the
         // blocks before it already end byte-aligned, so it needs no bytes at all.
         return Ok(());
     }
@@ -881,7 +881,7 @@ fn compress_block(level: Compression, block: &mut Block) -> io::Result<()> {
         FlushCompress::Sync
     };
     // zlib-rs's output depends on how much output space each call gets, so every call gets
-    // exactly OUT_CHUNK bytes, whatever the capacity of this pooled buffer: the piece is then
+    // exactly OUT_CHUNK bytes, whatever the capacity of this pooled buffer: the output is then
     // a function of the block alone, not of which buffer it landed in.
     let mut rest = input;
     loop {
@@ -910,7 +910,7 @@ fn compress_block(level: Compression, block: &mut Block) -> io::Result<()> {
     }
 }
 
-/// Runs the writer; `header` is `None` for a piece (no header, no trailer).
+/// Runs the writer; `header` is `None` for a slice (no header, no trailer).
 fn writer_thread<W: Write>(
     shared: &Shared,
     mut inner: W,
@@ -930,7 +930,7 @@ fn writer_thread<W: Write>(
     }
 }
 
-/// Writes the header, the pieces in order and the trailer (the header and trailer only with a
+/// Writes the header, the block outputs in order and the trailer (the header and trailer only with a
 /// `header`). Returns the CRC-32 and length of the whole text, or `Ok(None)` when stopped
 /// before the end.
 fn write_loop<W: Write>(
@@ -945,7 +945,7 @@ fn write_loop<W: Write>(
     let trailer = header.is_some();
     let mut crc: u32 = 0;
     let mut total_len: u64 = 0;
-    // The header is written with the first piece, so an encoder dropped early writes nothing.
+    // The header is written with the first block, so an encoder dropped early writes nothing.
     let put = |inner: &mut W, bytes: &[u8]| -> io::Result<()> {
         inner.write_all(bytes)?;
         shared
@@ -1101,8 +1101,8 @@ mod tests {
     ) -> Vec<u8> {
         let mut enc =
             ParallelGzEncoder::with_block_size(Vec::new(), level, threads, block).unwrap();
-        for piece in data.chunks(chunk.max(1)) {
-            enc.write_all(piece).unwrap();
+        for part in data.chunks(chunk.max(1)) {
+            enc.write_all(part).unwrap();
         }
         assert_eq!(enc.bytes_in(), data.len() as u64);
         let out_before = enc.bytes_out();
@@ -1239,9 +1239,9 @@ mod tests {
     }
 
     #[test]
-    fn pieces_depend_only_on_the_block() {
+    fn block_output_depends_only_on_the_block() {
         // zlib-rs's output depends on the output space given to each call and (with a reset
-        // compressor) on what it compressed before; neither may leak into a piece. With a
+        // compressor) on what it compressed before; neither may leak into a block's output. With a
         // compressor reused through `reset`, block 9 of this text differs after block 2.
         let bs = 1 << 20;
         let data = trace_text(10 * bs, 18);
@@ -1384,7 +1384,7 @@ mod tests {
         let gz = enc.finish().unwrap();
         let gz = gz.0.lock().unwrap().clone();
         check_gzip(&gz, &data);
-        // Flushing changes the pieces but not the content, the same way for any thread count.
+        // Flushing changes the block outputs but not the content, the same way for any thread count.
         let mut enc =
             ParallelGzEncoder::with_block_size(SharedVec::default(), 6, 1, SMALL_BLOCK).unwrap();
         let mut pos = 0;
@@ -1465,8 +1465,8 @@ mod tests {
         with_timeout(60, move || {
             let mut enc =
                 ParallelGzEncoder::with_block_size(inner, 1, threads, SMALL_BLOCK).unwrap();
-            for (i, piece) in data.chunks(10_000).enumerate() {
-                if let Err(e) = enc.write_all(piece) {
+            for (i, part) in data.chunks(10_000).enumerate() {
+                if let Err(e) = enc.write_all(part) {
                     // Later calls keep reporting it, and nothing hangs.
                     let again = enc.flush().unwrap_err();
                     assert_eq!(again.raw_os_error(), e.raw_os_error());
@@ -1541,8 +1541,8 @@ mod tests {
                     ParallelGzEncoder::with_block_size(Vec::new(), 6, threads, SMALL_BLOCK)
                         .unwrap();
                 enc.shared.panic_at_seq.store(panic_at, Ordering::Relaxed);
-                for piece in data.chunks(50_000) {
-                    if let Err(e) = enc.write_all(piece) {
+                for part in data.chunks(50_000) {
+                    if let Err(e) = enc.write_all(part) {
                         drop(enc);
                         return e;
                     }
@@ -1629,9 +1629,9 @@ mod tests {
         // same folding code path).
         let data = trace_text(3 * SMALL_BLOCK + 3, 15);
         let mut folded = Crc::new();
-        for piece in data.chunks(SMALL_BLOCK) {
+        for part in data.chunks(SMALL_BLOCK) {
             let mut c = Crc::new();
-            c.update(piece);
+            c.update(part);
             folded.combine(&c);
         }
         assert_eq!(folded.sum(), crc32(&data));
@@ -1739,8 +1739,8 @@ mod tests {
                 for _ in 0..3 {
                     let start = Instant::now();
                     let mut enc = ParallelGzEncoder::new(io::sink(), level, threads).unwrap();
-                    for piece in data.chunks(256 * 1024) {
-                        enc.write_all(piece).unwrap();
+                    for part in data.chunks(256 * 1024) {
+                        enc.write_all(part).unwrap();
                     }
                     let shared = Arc::clone(&enc.shared);
                     enc.finish().unwrap();
@@ -1756,27 +1756,27 @@ mod tests {
                 );
             }
         }
-        // Splicing: copying a piece's bytes through the pool to the writer. The bytes are not
+        // Splicing: copying a slice's bytes through the pool to the writer. The bytes are not
         // decoded, so any bytes ending with the sync marker do.
-        let mut piece = vec![7u8; 512 << 20];
-        let end = piece.len() - 4;
-        piece[end..].copy_from_slice(&SYNC_MARKER);
+        let mut slice = vec![7u8; 512 << 20];
+        let end = slice.len() - 4;
+        slice[end..].copy_from_slice(&SYNC_MARKER);
         for threads in [1, 2] {
             let mut best = 0.0f64;
             for _ in 0..3 {
                 let start = Instant::now();
                 let mut enc = ParallelGzEncoder::new(io::sink(), 6, threads).unwrap();
                 enc.write_all(&data[..1 << 20]).unwrap();
-                enc.append_piece(piece.as_slice(), 1, 1).unwrap();
+                enc.append_slice(slice.as_slice(), 1, 1).unwrap();
                 enc.write_all(&data[..1 << 20]).unwrap();
                 enc.finish().unwrap();
                 best = best.max((512 << 20) as f64 / 1e6 / start.elapsed().as_secs_f64());
             }
-            eprintln!("splice, {threads} thread(s): {best:.0} MB/s of piece bytes");
+            eprintln!("splice, {threads} thread(s): {best:.0} MB/s of slice bytes");
         }
     }
 
-    // ---- Pieces and splicing ----
+    // ---- Slices and splicing ----
 
     #[test]
     fn crc32_combine_matches_flate2() {
@@ -1814,8 +1814,8 @@ mod tests {
         }
     }
 
-    /// Compresses `text` with a piece encoder; returns (piece, crc, len).
-    fn make_piece(
+    /// Compresses `text` with a slice encoder; returns (slice, crc, len).
+    fn make_slice(
         text: &[u8],
         level: u32,
         threads: usize,
@@ -1823,39 +1823,39 @@ mod tests {
         chunk: usize,
     ) -> (Vec<u8>, u32, u64) {
         let mut enc =
-            ParallelGzEncoder::piece_with_block_size(Vec::new(), level, threads, block).unwrap();
+            ParallelGzEncoder::slice_with_block_size(Vec::new(), level, threads, block).unwrap();
         for part in text.chunks(chunk.max(1)) {
             enc.write_all(part).unwrap();
         }
         assert_eq!(enc.bytes_in(), text.len() as u64);
-        let (piece, crc, len) = enc.finish_piece().unwrap();
+        let (slice, crc, len) = enc.finish_slice().unwrap();
         assert_eq!((crc, len), (crc32(text), text.len() as u64));
-        (piece, crc, len)
+        (slice, crc, len)
     }
 
-    /// Inflates a raw deflate piece: it must hold `text`, be consumed whole, and not end the
+    /// Inflates a raw deflate slice: it must hold `text`, be consumed whole, and not end the
     /// deflate stream.
-    fn check_piece(piece: &[u8], text: &[u8]) {
-        assert!(piece.is_empty() == text.is_empty());
-        if !piece.is_empty() {
-            assert_eq!(piece[piece.len() - 4..], SYNC_MARKER);
+    fn check_slice(slice: &[u8], text: &[u8]) {
+        assert!(slice.is_empty() == text.is_empty());
+        if !slice.is_empty() {
+            assert_eq!(slice[slice.len() - 4..], SYNC_MARKER);
         }
         let mut inflate = flate2::Decompress::new(false);
         let mut out = Vec::with_capacity(text.len() + 1024);
         let status = inflate
-            .decompress_vec(piece, &mut out, flate2::FlushDecompress::Sync)
+            .decompress_vec(slice, &mut out, flate2::FlushDecompress::Sync)
             .unwrap();
         assert_ne!(
             status,
             Status::StreamEnd,
-            "the piece ends the deflate stream"
+            "the slice ends the deflate stream"
         );
-        assert_eq!(inflate.total_in(), piece.len() as u64);
-        assert!(out == text, "piece decodes to other text");
+        assert_eq!(inflate.total_in(), slice.len() as u64);
+        assert!(out == text, "slice decodes to other text");
     }
 
     #[test]
-    fn pieces_are_raw_non_final_and_deterministic() {
+    fn slices_are_raw_non_final_and_deterministic() {
         let text = trace_text(9 * MIN_BLOCK_SIZE + 123, 22);
         for len in [
             0,
@@ -1867,48 +1867,48 @@ mod tests {
             text.len(),
         ] {
             for level in [0, 1, 6, 9] {
-                let (reference, ..) = make_piece(&text[..len], level, 1, MIN_BLOCK_SIZE, 5000);
-                check_piece(&reference, &text[..len]);
+                let (reference, ..) = make_slice(&text[..len], level, 1, MIN_BLOCK_SIZE, 5000);
+                check_slice(&reference, &text[..len]);
                 for threads in [2, 4] {
-                    let (piece, ..) = make_piece(&text[..len], level, threads, MIN_BLOCK_SIZE, 777);
+                    let (slice, ..) = make_slice(&text[..len], level, threads, MIN_BLOCK_SIZE, 777);
                     assert!(
-                        piece == reference,
+                        slice == reference,
                         "len {len}, level {level}, {threads} threads"
                     );
                 }
             }
         }
-        // An empty input gives an empty piece; a flush on it writes nothing either.
-        let mut enc = ParallelGzEncoder::new_piece(Vec::new(), 6, 2).unwrap();
+        // An empty input gives an empty slice; a flush on it writes nothing either.
+        let mut enc = ParallelGzEncoder::new_slice(Vec::new(), 6, 2).unwrap();
         enc.flush().unwrap();
-        assert_eq!(enc.finish_piece().unwrap(), (Vec::new(), 0, 0));
-        // Flushes inside a piece keep it valid.
+        assert_eq!(enc.finish_slice().unwrap(), (Vec::new(), 0, 0));
+        // Flushes inside a slice keep it valid.
         let mut enc =
-            ParallelGzEncoder::piece_with_block_size(Vec::new(), 6, 3, MIN_BLOCK_SIZE).unwrap();
+            ParallelGzEncoder::slice_with_block_size(Vec::new(), 6, 3, MIN_BLOCK_SIZE).unwrap();
         for part in text.chunks(50_000) {
             enc.write_all(part).unwrap();
             enc.flush().unwrap();
         }
-        let (piece, crc, len) = enc.finish_piece().unwrap();
-        check_piece(&piece, &text);
+        let (slice, crc, len) = enc.finish_slice().unwrap();
+        check_slice(&slice, &text);
         assert_eq!((crc, len), (crc32(&text), text.len() as u64));
         // The wrong ending is refused.
-        let piece_enc = ParallelGzEncoder::new_piece(Vec::new(), 6, 1).unwrap();
+        let slice_enc = ParallelGzEncoder::new_slice(Vec::new(), 6, 1).unwrap();
         assert_eq!(
-            piece_enc.finish().unwrap_err().kind(),
+            slice_enc.finish().unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
         let gz_enc = ParallelGzEncoder::new(Vec::new(), 6, 1).unwrap();
         assert_eq!(
-            gz_enc.finish_piece().unwrap_err().kind(),
+            gz_enc.finish_slice().unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
         let check = |r: io::Result<ParallelGzEncoder<Vec<u8>>>| {
             assert_eq!(r.err().unwrap().kind(), io::ErrorKind::InvalidInput);
         };
-        check(ParallelGzEncoder::new_piece(Vec::new(), 10, 1));
-        check(ParallelGzEncoder::new_piece(Vec::new(), 6, 0));
-        check(ParallelGzEncoder::piece_with_block_size(
+        check(ParallelGzEncoder::new_slice(Vec::new(), 10, 1));
+        check(ParallelGzEncoder::new_slice(Vec::new(), 6, 0));
+        check(ParallelGzEncoder::slice_with_block_size(
             Vec::new(),
             6,
             1,
@@ -1931,8 +1931,8 @@ mod tests {
         for step in steps {
             match step {
                 Step::Write(text) => enc.write_all(text).unwrap(),
-                Step::Splice(piece, crc, len) => enc
-                    .append_piece(io::Cursor::new(piece.as_slice()), *crc, *len)
+                Step::Splice(slice, crc, len) => enc
+                    .append_slice(io::Cursor::new(slice.as_slice()), *crc, *len)
                     .unwrap(),
                 Step::Flush => enc.flush().unwrap(),
             }
@@ -1950,13 +1950,13 @@ mod tests {
     }
 
     /// The text `steps` stand for.
-    fn steps_text(steps: &[Step], pieces_text: &[Vec<u8>]) -> Vec<u8> {
+    fn steps_text(steps: &[Step], slices_text: &[Vec<u8>]) -> Vec<u8> {
         let mut text = Vec::new();
-        let mut next_piece = pieces_text.iter();
+        let mut next_slice = slices_text.iter();
         for step in steps {
             match step {
                 Step::Write(t) => text.extend_from_slice(t),
-                Step::Splice(..) => text.extend_from_slice(next_piece.next().unwrap()),
+                Step::Splice(..) => text.extend_from_slice(next_slice.next().unwrap()),
                 Step::Flush => {}
             }
         }
@@ -1964,7 +1964,7 @@ mod tests {
     }
 
     #[test]
-    fn spliced_pieces_make_one_member() {
+    fn spliced_slices_make_one_member() {
         let start = Instant::now();
         let mut rng = Rng(23);
         let mut cases = 0;
@@ -1986,16 +1986,16 @@ mod tests {
                 let parts: Vec<&[u8]> = cuts.windows(2).map(|w| &text[w[0]..w[1]]).collect();
                 assert_eq!(parts.len(), k + 1);
                 let mut steps = vec![Step::Write(parts[0].to_vec())];
-                let mut pieces_text = Vec::new();
+                let mut slices_text = Vec::new();
                 for part in &parts[1..k] {
                     let level = rng.below(10) as u32;
                     let threads = 1 + rng.below(4) as usize;
                     let block = [MIN_BLOCK_SIZE, 40_000, 64 * 1024][rng.below(3) as usize];
                     let chunk = 1 + rng.below(100_000) as usize;
-                    let (piece, crc, len) = make_piece(part, level, threads, block, chunk);
-                    check_piece(&piece, part);
-                    pieces_text.push(part.to_vec());
-                    steps.push(Step::Splice(Arc::new(piece), crc, len));
+                    let (slice, crc, len) = make_slice(part, level, threads, block, chunk);
+                    check_slice(&slice, part);
+                    slices_text.push(part.to_vec());
+                    steps.push(Step::Splice(Arc::new(slice), crc, len));
                     if round % 2 == 1 {
                         // Text or a flush between splices.
                         steps.push(match rng.below(3) {
@@ -2009,7 +2009,7 @@ mod tests {
                     }
                 }
                 steps.push(Step::Write(parts[k].to_vec()));
-                let full = steps_text(&steps, &pieces_text);
+                let full = steps_text(&steps, &slices_text);
                 if round % 2 == 0 {
                     assert!(full == text);
                 }
@@ -2034,9 +2034,9 @@ mod tests {
     fn splice_edge_cases() {
         let text = trace_text(5 * MIN_BLOCK_SIZE, 24);
         let (a_text, b_text) = (&text[..70_000], &text[70_000..]);
-        let (a, a_crc, a_len) = make_piece(a_text, 6, 2, MIN_BLOCK_SIZE, 10_000);
-        let (b, b_crc, b_len) = make_piece(b_text, 1, 3, MIN_BLOCK_SIZE, 10_000);
-        let (empty, empty_crc, empty_len) = make_piece(b"", 6, 2, MIN_BLOCK_SIZE, 1);
+        let (a, a_crc, a_len) = make_slice(a_text, 6, 2, MIN_BLOCK_SIZE, 10_000);
+        let (b, b_crc, b_len) = make_slice(b_text, 1, 3, MIN_BLOCK_SIZE, 10_000);
+        let (empty, empty_crc, empty_len) = make_slice(b"", 6, 2, MIN_BLOCK_SIZE, 1);
         assert!(empty.is_empty());
         let a = Arc::new(a);
         let b = Arc::new(b);
@@ -2045,16 +2045,16 @@ mod tests {
         let splice_b = Step::Splice(Arc::clone(&b), b_crc, b_len);
         let splice_empty = Step::Splice(Arc::clone(&empty), empty_crc, empty_len);
         let w = |t: &[u8]| Step::Write(t.to_vec());
-        // (name, steps, the text of each spliced piece in order)
+        // (name, steps, the text of each spliced slice in order)
         type Case = (&'static str, Vec<Step>, Vec<Vec<u8>>);
         let cases: Vec<Case> = vec![
             (
-                "only a piece",
+                "only a slice",
                 vec![splice_a.clone()],
                 vec![a_text.to_vec()],
             ),
             (
-                "only an empty piece",
+                "only an empty slice",
                 vec![splice_empty.clone()],
                 vec![vec![]],
             ),
@@ -2074,12 +2074,12 @@ mod tests {
                 vec![a_text.to_vec(), b_text.to_vec()],
             ),
             (
-                "the same piece twice",
+                "the same slice twice",
                 vec![splice_a.clone(), splice_a.clone()],
                 vec![a_text.to_vec(), a_text.to_vec()],
             ),
             (
-                "empty pieces everywhere",
+                "empty slices everywhere",
                 vec![
                     splice_empty.clone(),
                     w(&text[..50_000]),
@@ -2102,8 +2102,8 @@ mod tests {
                 vec![a_text.to_vec()],
             ),
         ];
-        for (name, steps, pieces_text) in &cases {
-            let full = steps_text(steps, pieces_text);
+        for (name, steps, slices_text) in &cases {
+            let full = steps_text(steps, slices_text);
             for threads in [1, 3] {
                 let gz = run_steps(steps, 6, threads, MIN_BLOCK_SIZE);
                 check_gzip(&gz, &full);
@@ -2111,25 +2111,25 @@ mod tests {
             }
         }
 
-        // Splicing into a piece encoder, then that piece into a gzip stream.
+        // Splicing into a slice encoder, then that slice into a gzip stream.
         let mut outer =
-            ParallelGzEncoder::piece_with_block_size(Vec::new(), 6, 2, MIN_BLOCK_SIZE).unwrap();
-        outer.append_piece(io::empty(), 0, 0).unwrap();
+            ParallelGzEncoder::slice_with_block_size(Vec::new(), 6, 2, MIN_BLOCK_SIZE).unwrap();
+        outer.append_slice(io::empty(), 0, 0).unwrap();
         outer.write_all(b"head ").unwrap();
         outer
-            .append_piece(io::Cursor::new(a.to_vec()), a_crc, a_len)
+            .append_slice(io::Cursor::new(a.to_vec()), a_crc, a_len)
             .unwrap();
         outer.write_all(&text[..40_000]).unwrap();
         outer
-            .append_piece(io::Cursor::new(b.to_vec()), b_crc, b_len)
+            .append_slice(io::Cursor::new(b.to_vec()), b_crc, b_len)
             .unwrap();
-        let (nested, crc, len) = outer.finish_piece().unwrap();
+        let (nested, crc, len) = outer.finish_slice().unwrap();
         let mut nested_text = b"head ".to_vec();
         nested_text.extend_from_slice(a_text);
         nested_text.extend_from_slice(&text[..40_000]);
         nested_text.extend_from_slice(b_text);
         assert_eq!((crc, len), (crc32(&nested_text), nested_text.len() as u64));
-        check_piece(&nested, &nested_text);
+        check_slice(&nested, &nested_text);
         let steps = [
             w(&text[..1000]),
             Step::Splice(Arc::new(nested), crc, len),
@@ -2138,13 +2138,13 @@ mod tests {
         let full = steps_text(&steps, &[nested_text]);
         check_gzip(&run_steps(&steps, 9, 2, MIN_BLOCK_SIZE), &full);
 
-        // A `File`, the way the exporter passes pieces.
+        // A `File`, the way the exporter passes slices.
         let path =
-            std::env::temp_dir().join(format!("kinetrace-gzip-piece-{}", std::process::id()));
+            std::env::temp_dir().join(format!("kinetrace-gzip-slice-{}", std::process::id()));
         std::fs::write(&path, a.as_slice()).unwrap();
         let mut enc = ParallelGzEncoder::new(Vec::new(), 6, 2).unwrap();
         enc.write_all(b"[").unwrap();
-        enc.append_piece(std::fs::File::open(&path).unwrap(), a_crc, a_len)
+        enc.append_slice(std::fs::File::open(&path).unwrap(), a_crc, a_len)
             .unwrap();
         enc.write_all(b"]").unwrap();
         let gz = enc.finish().unwrap();
@@ -2159,7 +2159,7 @@ mod tests {
             let mut enc =
                 ParallelGzEncoder::with_block_size(SlowWriter, 1, 2, MIN_BLOCK_SIZE).unwrap();
             enc.write_all(&text).unwrap();
-            enc.append_piece(io::Cursor::new(a.to_vec()), a_crc, a_len)
+            enc.append_slice(io::Cursor::new(a.to_vec()), a_crc, a_len)
                 .unwrap();
             enc.write_all(&text).unwrap();
             let start = Instant::now();
@@ -2170,24 +2170,24 @@ mod tests {
 
     #[test]
     fn no_dictionary_across_a_splice() {
-        // After the splice the encoder writes text it wrote just before the piece. With its
+        // After the splice the encoder writes text it wrote just before the slice. With its
         // old window as the dictionary it would find long matches there and encode them as
-        // back-references whose distances skip the piece; the decoder's window holds the piece
-        // (letters the rest never contains), so they would decode to piece bytes.
+        // back-references whose distances skip the slice; the decoder's window holds the slice
+        // (letters the rest never contains), so they would decode to slice bytes.
         let before = trace_text(100_000, 25);
         let mut rng = Rng(26);
-        for piece_len in [1, 100, 5000, 20_000, WINDOW - 1, WINDOW, 50_000] {
-            let piece_text: Vec<u8> = (0..piece_len).map(|_| b'A' + rng.below(26) as u8).collect();
+        for slice_len in [1, 100, 5000, 20_000, WINDOW - 1, WINDOW, 50_000] {
+            let slice_text: Vec<u8> = (0..slice_len).map(|_| b'A' + rng.below(26) as u8).collect();
             for level in [1, 6, 9] {
-                let (piece, crc, len) = make_piece(&piece_text, level, 2, MIN_BLOCK_SIZE, 4096);
+                let (slice, crc, len) = make_slice(&slice_text, level, 2, MIN_BLOCK_SIZE, 4096);
                 for repeat in [10, 1000, 20_000, WINDOW] {
                     let again = before[before.len() - repeat..].to_vec();
                     let steps = [
                         Step::Write(before.clone()),
-                        Step::Splice(Arc::new(piece.clone()), crc, len),
+                        Step::Splice(Arc::new(slice.clone()), crc, len),
                         Step::Write(again),
                     ];
-                    let full = steps_text(&steps, std::slice::from_ref(&piece_text));
+                    let full = steps_text(&steps, std::slice::from_ref(&slice_text));
                     let gz = run_steps(&steps, level, 2, MIN_BLOCK_SIZE);
                     check_gzip(&gz, &full);
                 }
@@ -2223,10 +2223,10 @@ mod tests {
     }
 
     #[test]
-    fn piece_errors_come_back() {
+    fn slice_errors_come_back() {
         let text = trace_text(20 * MIN_BLOCK_SIZE, 27);
-        let (piece, crc, len) = make_piece(&text, 0, 2, MIN_BLOCK_SIZE, 1 << 20);
-        let piece = Arc::new(piece);
+        let (slice, crc, len) = make_slice(&text, 0, 2, MIN_BLOCK_SIZE, 1 << 20);
+        let slice = Arc::new(slice);
         // The reader fails at the start, mid-chunk, at a chunk boundary and just before EOF;
         // each with a fast and a slow inner writer, so the pool may be full when it happens.
         for fail_at in [
@@ -2234,10 +2234,10 @@ mod tests {
             10,
             MIN_BLOCK_SIZE,
             3 * MIN_BLOCK_SIZE + 5,
-            piece.len() - 1,
+            slice.len() - 1,
         ] {
             for slow in [false, true] {
-                let piece = Arc::clone(&piece);
+                let slice = Arc::clone(&slice);
                 let text = text.clone();
                 with_timeout(60, move || {
                     let inner: Box<dyn Write + Send> = if slow {
@@ -2249,12 +2249,12 @@ mod tests {
                         ParallelGzEncoder::with_block_size(inner, 6, 2, MIN_BLOCK_SIZE).unwrap();
                     enc.write_all(&text[..100_000]).unwrap();
                     let reader = FailingReader {
-                        data: piece.to_vec(),
+                        data: slice.to_vec(),
                         pos: 0,
                         fail_at,
                         interrupted: false,
                     };
-                    let e = enc.append_piece(reader, crc, len).unwrap_err();
+                    let e = enc.append_slice(reader, crc, len).unwrap_err();
                     assert_eq!(e.raw_os_error(), Some(EIO), "fail at {fail_at}");
                     // Later calls keep reporting it, and nothing hangs.
                     let e = enc.write_all(b"more").unwrap_err();
@@ -2262,7 +2262,7 @@ mod tests {
                     let e = enc.flush().unwrap_err();
                     assert_eq!(e.raw_os_error(), Some(EIO));
                     let e = enc
-                        .append_piece(io::Cursor::new(piece.to_vec()), crc, len)
+                        .append_slice(io::Cursor::new(slice.to_vec()), crc, len)
                         .unwrap_err();
                     assert_eq!(e.raw_os_error(), Some(EIO));
                     let e = enc.finish().err().unwrap();
@@ -2288,31 +2288,31 @@ mod tests {
                 ParallelGzEncoder::with_block_size(Vec::new(), 6, 2, MIN_BLOCK_SIZE).unwrap();
             enc.write_all(b"x").unwrap();
             let e = enc
-                .append_piece(PanickingReader(before_panic), 1, 1)
+                .append_slice(PanickingReader(before_panic), 1, 1)
                 .unwrap_err();
-            assert!(e.to_string().contains("piece reader panicked"), "{e}");
+            assert!(e.to_string().contains("slice reader panicked"), "{e}");
             assert!(enc.finish().unwrap_err().to_string().contains("panic"));
         }
 
         // `Interrupted` is retried, not an error.
         let reader = FailingReader {
-            data: piece.to_vec(),
+            data: slice.to_vec(),
             pos: 0,
             fail_at: 1000,
             interrupted: true,
         };
         let mut enc = ParallelGzEncoder::with_block_size(Vec::new(), 6, 2, MIN_BLOCK_SIZE).unwrap();
-        let e = enc.append_piece(reader, crc, len).unwrap_err();
+        let e = enc.append_slice(reader, crc, len).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(EIO)); // the real error after the retry
         drop(enc);
 
-        // A truncated piece (a worker that died mid-write) is refused.
+        // A truncated slice (a worker that died mid-write) is refused.
         for cut in [1, 2, 100, 3 * MIN_BLOCK_SIZE] {
-            let truncated = piece[..piece.len() - cut].to_vec();
+            let truncated = slice[..slice.len() - cut].to_vec();
             let mut enc = ParallelGzEncoder::new(Vec::new(), 6, 2).unwrap();
             enc.write_all(b"x").unwrap();
             let e = enc
-                .append_piece(io::Cursor::new(truncated), crc, len)
+                .append_slice(io::Cursor::new(truncated), crc, len)
                 .unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
             assert_eq!(enc.finish().unwrap_err().kind(), io::ErrorKind::InvalidData);
@@ -2322,12 +2322,12 @@ mod tests {
         // stays usable.
         let mut enc = ParallelGzEncoder::new(Vec::new(), 6, 2).unwrap();
         enc.write_all(b"abc").unwrap();
-        let e = enc.append_piece(io::empty(), 1, 0).unwrap_err();
+        let e = enc.append_slice(io::empty(), 1, 0).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         enc.write_all(b"def").unwrap();
         check_gzip(&enc.finish().unwrap(), b"abcdef");
 
-        // An inner writer failing while a piece is being spliced.
+        // An inner writer failing while a slice is being spliced.
         with_timeout(60, move || {
             let inner = FailingWriter {
                 written: 0,
@@ -2340,7 +2340,7 @@ mod tests {
                 if result.is_err() {
                     break;
                 }
-                result = enc.append_piece(io::Cursor::new(piece.to_vec()), crc, len);
+                result = enc.append_slice(io::Cursor::new(slice.to_vec()), crc, len);
             }
             assert_eq!(result.unwrap_err().raw_os_error(), Some(ENOSPC));
             assert_eq!(enc.finish().err().unwrap().raw_os_error(), Some(ENOSPC));
@@ -2358,7 +2358,7 @@ mod tests {
         }
     }
 
-    /// A spliced piece whose text is longer than 4 GiB: the piece's bytes are left out (an
+    /// A spliced slice whose text is longer than 4 GiB: the slice's bytes are left out (an
     /// empty reader), only its CRC and length are folded, and the trailer is checked against a
     /// CRC computed straight through the whole text (about 0.5 s in release mode).
     #[test]
@@ -2368,66 +2368,66 @@ mod tests {
     )]
     fn spliced_length_above_4_gib() {
         let start = Instant::now();
-        let piece_len: u64 = (1 << 32) + 7 * (1 << 20) + 321;
-        let mut piece_crc = Crc::new();
-        crc32_of_zeros(&mut piece_crc, piece_len);
+        let slice_len: u64 = (1 << 32) + 7 * (1 << 20) + 321;
+        let mut slice_crc = Crc::new();
+        crc32_of_zeros(&mut slice_crc, slice_len);
         let (before, after) = (trace_text(100_000, 28), trace_text(50_000, 29));
         let mut enc = ParallelGzEncoder::with_block_size(Vec::new(), 6, 2, MIN_BLOCK_SIZE).unwrap();
         enc.write_all(&before).unwrap();
-        enc.append_piece(io::empty(), piece_crc.sum(), piece_len)
+        enc.append_slice(io::empty(), slice_crc.sum(), slice_len)
             .unwrap();
         enc.write_all(&after).unwrap();
-        let total = before.len() as u64 + piece_len + after.len() as u64;
+        let total = before.len() as u64 + slice_len + after.len() as u64;
         assert_eq!(enc.bytes_in(), total);
         let gz = enc.finish().unwrap();
         let mut straight = Crc::new();
         straight.update(&before);
-        crc32_of_zeros(&mut straight, piece_len);
+        crc32_of_zeros(&mut straight, slice_len);
         straight.update(&after);
         let trailer = &gz[gz.len() - 8..];
         assert_eq!(trailer[..4], straight.sum().to_le_bytes());
         assert_eq!(trailer[4..], (total as u32).to_le_bytes());
         assert_eq!(total as u32, 7 * (1 << 20) + 321 + 150_000);
-        // Same through a piece encoder (finish_piece's length is 64-bit).
-        let mut enc = ParallelGzEncoder::new_piece(Vec::new(), 6, 2).unwrap();
+        // Same through a slice encoder (finish_slice's length is 64-bit).
+        let mut enc = ParallelGzEncoder::new_slice(Vec::new(), 6, 2).unwrap();
         enc.write_all(&before).unwrap();
-        enc.append_piece(io::empty(), piece_crc.sum(), piece_len)
+        enc.append_slice(io::empty(), slice_crc.sum(), slice_len)
             .unwrap();
         enc.write_all(&after).unwrap();
-        let (_, crc, len) = enc.finish_piece().unwrap();
+        let (_, crc, len) = enc.finish_slice().unwrap();
         assert_eq!((crc, len), (straight.sum(), total));
         eprintln!("4 GiB splice test: {:.2} s", start.elapsed().as_secs_f64());
     }
 
-    /// End to end: a real piece of more than 4 GiB of text (zeros and trace text) spliced
+    /// End to end: a real slice of more than 4 GiB of text (zeros and trace text) spliced
     /// between text, decoded by flate2's single-member decoder, which checks CRC-32 and ISIZE.
     #[test]
     #[ignore = "compresses and decodes more than 4 GiB; run with --release --ignored"]
-    fn real_piece_above_4_gib() {
+    fn real_slice_above_4_gib() {
         let start = Instant::now();
         let threads = thread::available_parallelism().map_or(2, |n| n.get());
         let mut chunk = vec![0u8; 1 << 20];
         chunk[..100_000].copy_from_slice(&trace_text(100_000, 30));
-        let piece_len: u64 = (1 << 32) + 3 * (1 << 20) + 999;
-        let mut enc = ParallelGzEncoder::new_piece(Vec::new(), 1, threads).unwrap();
-        let mut left = piece_len;
+        let slice_len: u64 = (1 << 32) + 3 * (1 << 20) + 999;
+        let mut enc = ParallelGzEncoder::new_slice(Vec::new(), 1, threads).unwrap();
+        let mut left = slice_len;
         while left > 0 {
             let n = left.min(chunk.len() as u64) as usize;
             enc.write_all(&chunk[..n]).unwrap();
             left -= n as u64;
         }
-        let (piece, crc, len) = enc.finish_piece().unwrap();
-        assert_eq!(len, piece_len);
+        let (slice, crc, len) = enc.finish_slice().unwrap();
+        assert_eq!(len, slice_len);
         let compressed = start.elapsed().as_secs_f64();
         let (before, after) = (trace_text(70_000, 31), trace_text(90_000, 32));
         let mut enc = ParallelGzEncoder::new(Vec::new(), 6, threads).unwrap();
         enc.write_all(&before).unwrap();
-        enc.append_piece(io::Cursor::new(piece), crc, len).unwrap();
+        enc.append_slice(io::Cursor::new(slice), crc, len).unwrap();
         enc.write_all(&after).unwrap();
         let gz = enc.finish().unwrap();
         // Decode, comparing as it goes, without holding 4 GiB.
         let mut decoder = bufread::GzDecoder::new(gz.as_slice());
-        let piece_end = before.len() as u64 + piece_len;
+        let slice_end = before.len() as u64 + slice_len;
         let mut pos: u64 = 0;
         let mut buf = vec![0u8; 1 << 20];
         loop {
@@ -2438,19 +2438,19 @@ mod tests {
             for &byte in &buf[..n] {
                 let want = if pos < before.len() as u64 {
                     before[pos as usize]
-                } else if pos < piece_end {
+                } else if pos < slice_end {
                     chunk[((pos - before.len() as u64) % chunk.len() as u64) as usize]
                 } else {
-                    after[(pos - piece_end) as usize]
+                    after[(pos - slice_end) as usize]
                 };
                 assert_eq!(byte, want, "byte {pos}");
                 pos += 1;
             }
         }
         assert!(decoder.into_inner().is_empty());
-        assert_eq!(pos, before.len() as u64 + piece_len + after.len() as u64);
+        assert_eq!(pos, before.len() as u64 + slice_len + after.len() as u64);
         eprintln!(
-            "real 4 GiB splice: piece {compressed:.1} s, total {:.1} s, {} gz bytes",
+            "real 4 GiB splice: slice {compressed:.1} s, total {:.1} s, {} gz bytes",
             start.elapsed().as_secs_f64(),
             gz.len()
         );

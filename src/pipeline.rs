@@ -23,7 +23,7 @@ use crate::trace::{Batch, FirstPass, Summary};
 /// Called while waiting for room in the queue; an error abandons the wait (Ctrl-C).
 pub type Check<'a> = dyn FnMut() -> Result<()> + 'a;
 
-/// The writer writes a batch's text in pieces of at most this size, checking between
+/// The writer writes a batch's text in chunks of at most this size, checking between
 /// them whether the export was cancelled, so an interrupt never waits for a huge batch.
 const WRITE_CHUNK: usize = 1 << 20;
 
@@ -58,7 +58,7 @@ pub struct ExportStats {
     pub uncompressed_bytes: u64,
     pub file_bytes: u64,
     /// For a gzip slice: the CRC-32 of its text (its length is `uncompressed_bytes`).
-    pub piece_crc: Option<u32>,
+    pub slice_crc: Option<u32>,
 }
 
 /// A worker's finished slice, to be appended where the parent's own events end.
@@ -68,7 +68,7 @@ pub struct SliceOutput {
     pub file: std::fs::File,
     pub events: u64,
     pub text_len: u64,
-    /// Present for a gzip piece.
+    /// The CRC-32 of the text, present for a gzip slice.
     pub crc: Option<u32>,
 }
 
@@ -212,11 +212,11 @@ fn run_writer(
                 batch.validate(summary)?;
                 buf.clear();
                 events += format::push_batch(&mut buf, summary, &batch, &mut graph);
-                for piece in buf.chunks(WRITE_CHUNK) {
+                for chunk in buf.chunks(WRITE_CHUNK) {
                     if queue.is_cancelled() {
                         return Err(Error::Interrupted);
                     }
-                    sink.write_all(piece)?;
+                    sink.write_all(chunk)?;
                 }
                 written.fetch_add(buf.len() as u64, Ordering::Relaxed);
             }
@@ -256,13 +256,13 @@ fn run_writer(
     let SinkStats {
         uncompressed_bytes,
         file_bytes,
-        piece,
+        slice_crc,
     } = sink.finish()?;
     Ok(ExportStats {
         events,
         uncompressed_bytes,
         file_bytes,
-        piece_crc: piece.map(|(crc, _)| crc),
+        slice_crc,
     })
 }
 
@@ -313,7 +313,7 @@ impl Exporter {
     }
 
     /// A worker's slice written into `file` (an anonymous file its parent made and will
-    /// splice; a raw deflate piece for gzip); `label` names it in errors.
+    /// splice; a raw deflate slice for gzip); `label` names it in errors.
     pub fn create_in_file(
         file: std::fs::File,
         label: &Path,
@@ -321,7 +321,7 @@ impl Exporter {
         queue: Queue,
     ) -> Result<Exporter> {
         let encoding = match encoding {
-            Encoding::Gzip { level, threads } => Encoding::GzipPiece { level, threads },
+            Encoding::Gzip { level, threads } => Encoding::GzipSlice { level, threads },
             other => other,
         };
         let sink = Sink::in_file(file, label, encoding)?;

@@ -27,9 +27,9 @@ pub enum Encoding {
         level: u32,
         threads: usize,
     },
-    /// A raw deflate piece (no gzip header or trailer, byte-aligned, not final) for a
-    /// worker process's slice, spliced into the parent's gzip member afterwards.
-    GzipPiece {
+    /// A raw deflate slice (no gzip header or trailer, byte-aligned, not final): a worker
+    /// process's slice of the trace, spliced into the parent's gzip member afterwards.
+    GzipSlice {
         level: u32,
         threads: usize,
     },
@@ -38,7 +38,7 @@ pub enum Encoding {
 impl Encoding {
     /// Checks the gzip settings (level 0..=9, threads 1..=256).
     pub fn validate(self) -> Result<Self> {
-        if let Encoding::Gzip { level, threads } | Encoding::GzipPiece { level, threads } = self {
+        if let Encoding::Gzip { level, threads } | Encoding::GzipSlice { level, threads } = self {
             if level > 9 {
                 return Err(Error::InvalidArgument(format!(
                     "compresslevel must be between 0 and 9, got {level}"
@@ -61,8 +61,9 @@ pub struct SinkStats {
     pub uncompressed_bytes: u64,
     /// Bytes that reached the file.
     pub file_bytes: u64,
-    /// For a [`Encoding::GzipPiece`] output: CRC-32 and length of the text it holds.
-    pub piece: Option<(u32, u64)>,
+    /// For a [`Encoding::GzipSlice`] output: the CRC-32 of the text it holds (its length is
+    /// `uncompressed_bytes`).
+    pub slice_crc: Option<u32>,
 }
 
 /// A file being written that is removed on drop unless it was committed.
@@ -109,7 +110,7 @@ impl Write for CountingFile {
 enum Writer {
     Plain(CountingFile),
     Gzip(ParallelGzEncoder<CountingFile>),
-    Piece(ParallelGzEncoder<CountingFile>),
+    Slice(ParallelGzEncoder<CountingFile>),
 }
 
 /// An output being written. Dropping it without [`Sink::finish`] discards it.
@@ -182,8 +183,8 @@ impl Sink {
                 ParallelGzEncoder::new(file, level, threads)
                     .map_err(|e| io_error("cannot start gzip for", path, e))?,
             ),
-            Encoding::GzipPiece { level, threads } => Writer::Piece(
-                ParallelGzEncoder::new_piece(file, level, threads)
+            Encoding::GzipSlice { level, threads } => Writer::Slice(
+                ParallelGzEncoder::new_slice(file, level, threads)
                     .map_err(|e| io_error("cannot start gzip for", path, e))?,
             ),
         };
@@ -198,7 +199,7 @@ impl Sink {
     pub fn write_all(&mut self, buf: &[u8]) -> Result<()> {
         let result = match &mut self.writer {
             Writer::Plain(w) => w.write_all(buf),
-            Writer::Gzip(w) | Writer::Piece(w) => w.write_all(buf),
+            Writer::Gzip(w) | Writer::Slice(w) => w.write_all(buf),
         };
         result.map_err(|e| io_error("cannot write", &self.destination, e))?;
         self.uncompressed += buf.len() as u64;
@@ -215,17 +216,22 @@ impl Sink {
     pub fn flush(&mut self) -> Result<()> {
         let result = match &mut self.writer {
             Writer::Plain(w) => w.flush(),
-            Writer::Gzip(w) | Writer::Piece(w) => w.flush(),
+            Writer::Gzip(w) | Writer::Slice(w) => w.flush(),
         };
         result.map_err(|e| io_error("cannot write", &self.destination, e))
     }
 
     /// Appends the output of a worker's slice: its text for plain output, its raw deflate
-    /// piece (`piece` = CRC-32 and length of its text) for gzip. `text_len` is the length
-    /// of the text either way.
-    pub fn append_slice(&mut self, mut src: File, text_len: u64, piece: Option<u32>) -> Result<()> {
+    /// slice for gzip. `text_len` is the length of the text either way; `text_crc` is the
+    /// CRC-32 of the text, given for a gzip slice only.
+    pub fn append_slice(
+        &mut self,
+        mut src: File,
+        text_len: u64,
+        text_crc: Option<u32>,
+    ) -> Result<()> {
         let dest = self.destination.clone();
-        let result = match (&mut self.writer, piece) {
+        let result = match (&mut self.writer, text_crc) {
             (Writer::Plain(w), None) => w.inner.flush().and_then(|_| {
                 // File to file: std copies in the kernel (copy_file_range) where it can.
                 let copied = io::copy(&mut src, w.inner.get_mut())?;
@@ -239,7 +245,7 @@ impl Sink {
                     ))
                 }
             }),
-            (Writer::Gzip(w) | Writer::Piece(w), Some(crc)) => w.append_piece(src, crc, text_len),
+            (Writer::Gzip(w) | Writer::Slice(w), Some(crc)) => w.append_slice(src, crc, text_len),
             _ => {
                 return Err(Error::State(
                     "a worker's output does not match this output's encoding".into(),
@@ -254,15 +260,16 @@ impl Sink {
     /// Flushes everything, then moves the temporary file into place.
     pub fn finish(mut self) -> Result<SinkStats> {
         let dest = self.destination.clone();
-        let mut piece = None;
+        let mut slice_crc = None;
         let file = match self.writer {
             Writer::Plain(w) => w,
             Writer::Gzip(w) => w.finish().map_err(|e| io_error("cannot write", &dest, e))?,
-            Writer::Piece(w) => {
+            Writer::Slice(w) => {
                 let (file, crc, len) = w
-                    .finish_piece()
+                    .finish_slice()
                     .map_err(|e| io_error("cannot write", &dest, e))?;
-                piece = Some((crc, len));
+                debug_assert_eq!(len, self.uncompressed);
+                slice_crc = Some(crc);
                 file
             }
         };
@@ -280,7 +287,7 @@ impl Sink {
         Ok(SinkStats {
             uncompressed_bytes: self.uncompressed,
             file_bytes,
-            piece,
+            slice_crc,
         })
     }
 }

@@ -498,9 +498,9 @@ impl PyExporter {
                     events,
                     uncompressed_bytes,
                     file_bytes,
-                    piece_crc,
+                    slice_crc,
                 } = result?;
-                return Ok(Some((events, uncompressed_bytes, file_bytes, piece_crc)));
+                return Ok(Some((events, uncompressed_bytes, file_bytes, slice_crc)));
             }
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Ok(None);
