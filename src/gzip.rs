@@ -1435,12 +1435,10 @@ mod tests {
         fail_flush: bool,
     }
 
-    const ENOSPC: i32 = 28;
-
     impl Write for FailingWriter {
         fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
             if self.written >= self.limit {
-                return Err(io::Error::from_raw_os_error(ENOSPC));
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
             }
             let n = buf.len().min(self.limit - self.written);
             self.written += n;
@@ -1501,7 +1499,7 @@ mod tests {
                         fail_flush: false,
                     };
                     let e = run_until_error(inner, Arc::clone(&data), threads, flush_every);
-                    assert_eq!(e.raw_os_error(), Some(ENOSPC), "limit {limit}");
+                    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "limit {limit}");
                     assert_eq!(e.kind(), io::ErrorKind::StorageFull);
                 }
             }
@@ -1529,7 +1527,7 @@ mod tests {
         };
         let data = Arc::new(trace_text(8 * SMALL_BLOCK, 12));
         let e = run_until_error(file, data, 2, 0);
-        assert_eq!(e.raw_os_error(), Some(ENOSPC));
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
     }
 
     #[test]
@@ -2203,8 +2201,6 @@ mod tests {
         interrupted: bool,
     }
 
-    const EIO: i32 = 5;
-
     impl Read for FailingReader {
         fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
             if self.pos == self.fail_at {
@@ -2212,7 +2208,7 @@ mod tests {
                     self.interrupted = false;
                     return Err(io::ErrorKind::Interrupted.into());
                 }
-                return Err(io::Error::from_raw_os_error(EIO));
+                return Err(io::Error::from_raw_os_error(libc::EIO));
             }
             let end = self.fail_at.min(self.data.len()).min(self.pos + buf.len());
             let n = end - self.pos;
@@ -2255,18 +2251,18 @@ mod tests {
                         interrupted: false,
                     };
                     let e = enc.append_slice(reader, crc, len).unwrap_err();
-                    assert_eq!(e.raw_os_error(), Some(EIO), "fail at {fail_at}");
+                    assert_eq!(e.raw_os_error(), Some(libc::EIO), "fail at {fail_at}");
                     // Later calls keep reporting it, and nothing hangs.
                     let e = enc.write_all(b"more").unwrap_err();
-                    assert_eq!(e.raw_os_error(), Some(EIO));
+                    assert_eq!(e.raw_os_error(), Some(libc::EIO));
                     let e = enc.flush().unwrap_err();
-                    assert_eq!(e.raw_os_error(), Some(EIO));
+                    assert_eq!(e.raw_os_error(), Some(libc::EIO));
                     let e = enc
                         .append_slice(io::Cursor::new(slice.to_vec()), crc, len)
                         .unwrap_err();
-                    assert_eq!(e.raw_os_error(), Some(EIO));
+                    assert_eq!(e.raw_os_error(), Some(libc::EIO));
                     let e = enc.finish().err().unwrap();
-                    assert_eq!(e.raw_os_error(), Some(EIO));
+                    assert_eq!(e.raw_os_error(), Some(libc::EIO));
                 });
             }
         }
@@ -2303,7 +2299,7 @@ mod tests {
         };
         let mut enc = ParallelGzEncoder::with_block_size(Vec::new(), 6, 2, MIN_BLOCK_SIZE).unwrap();
         let e = enc.append_slice(reader, crc, len).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(EIO)); // the real error after the retry
+        assert_eq!(e.raw_os_error(), Some(libc::EIO)); // the real error after the retry
         drop(enc);
 
         // A truncated slice (a worker that died mid-write) is refused.
@@ -2342,8 +2338,11 @@ mod tests {
                 }
                 result = enc.append_slice(io::Cursor::new(slice.to_vec()), crc, len);
             }
-            assert_eq!(result.unwrap_err().raw_os_error(), Some(ENOSPC));
-            assert_eq!(enc.finish().err().unwrap().raw_os_error(), Some(ENOSPC));
+            assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+            assert_eq!(
+                enc.finish().err().unwrap().raw_os_error(),
+                Some(libc::ENOSPC)
+            );
         });
     }
 

@@ -528,7 +528,7 @@ mod tests {
         let big = vec![b'x'; 4 << 20];
         let err = sink.write_all(&big).and_then(|_| sink.finish().map(|_| ()));
         match err {
-            Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(28)),
+            Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::ENOSPC)),
             other => panic!("expected ENOSPC, got {other:?}"),
         }
     }
