@@ -4,7 +4,7 @@ use std::fmt;
 use std::io;
 
 #[derive(Debug)]
-pub enum Error {
+pub(crate) enum Error {
     /// An I/O failure, with a short note of what was being done.
     Io { context: String, source: io::Error },
     /// An argument outside its allowed range or of the wrong shape.
@@ -17,11 +17,11 @@ pub enum Error {
     Panic(String),
 }
 
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     /// Back to an `io::Error` (for code that speaks `io::Write`); the context is dropped.
-    pub fn into_io(self) -> io::Error {
+    pub(crate) fn into_io(self) -> io::Error {
         match self {
             Error::Io { source, .. } => source,
             Error::InvalidArgument(msg) => io::Error::new(io::ErrorKind::InvalidInput, msg),
@@ -30,7 +30,7 @@ impl Error {
         }
     }
 
-    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io {
             context: context.into(),
             source,
@@ -68,7 +68,7 @@ impl From<io::Error> for Error {
 }
 
 /// Turns a caught panic payload into a readable message.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {

@@ -16,11 +16,11 @@
 use crate::render::{decode_char, push_ascii_escape, push_codepoint_escape, push_json_string};
 
 /// Key under which a member list that cannot be repaired is kept, as a string.
-pub const UNPARSED_KEY: &str = "kinetrace_unparsed_metadata";
+pub(crate) const UNPARSED_KEY: &str = "kinetrace_unparsed_metadata";
 
 /// What a fragment turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Valid: written verbatim.
     Verbatim,
     /// Invalid but repaired token by token.
@@ -33,7 +33,7 @@ pub enum Outcome {
 
 /// Appends a member list (`"k": v, ...` without braces). Returns what was done; with
 /// [`Outcome::Empty`] nothing was appended and the caller must not write a separator.
-pub fn push_members(out: &mut Vec<u8>, frag: &[u8]) -> Outcome {
+pub(crate) fn push_members(out: &mut Vec<u8>, frag: &[u8]) -> Outcome {
     match validity(frag, Shape::Members) {
         Validity::Valid => {
             out.extend_from_slice(frag);
@@ -59,7 +59,7 @@ pub fn push_members(out: &mut Vec<u8>, frag: &[u8]) -> Outcome {
 
 /// Appends one JSON value (a trace metadata header value). Never appends nothing: an empty
 /// or broken value becomes a JSON string.
-pub fn push_value(out: &mut Vec<u8>, value: &[u8]) -> Outcome {
+pub(crate) fn push_value(out: &mut Vec<u8>, value: &[u8]) -> Outcome {
     if validity(value, Shape::Value) == Validity::Valid {
         out.extend_from_slice(value);
         return Outcome::Verbatim;
@@ -76,12 +76,14 @@ pub fn push_value(out: &mut Vec<u8>, value: &[u8]) -> Outcome {
 }
 
 /// True when `value` is one strict JSON value (surrounding whitespace allowed).
-pub fn is_valid_value(value: &[u8]) -> bool {
+#[cfg(test)]
+pub(crate) fn is_valid_value(value: &[u8]) -> bool {
     validity(value, Shape::Value) == Validity::Valid
 }
 
 /// True when `frag` is a non-empty strict member list.
-pub fn is_valid_members(frag: &[u8]) -> bool {
+#[cfg(test)]
+pub(crate) fn is_valid_members(frag: &[u8]) -> bool {
     validity(frag, Shape::Members) == Validity::Valid
 }
 

@@ -17,26 +17,24 @@
 // (`cargo clippy --all-features`) is where unused code is reported.
 #![cfg_attr(not(feature = "python"), allow(dead_code))]
 
-pub mod check;
-pub mod error;
-pub mod format;
-pub mod fragment;
-pub mod graphs;
-pub mod gzip;
-pub mod kineto;
-pub(crate) mod lexer;
-pub(crate) mod members;
-pub mod pipeline;
-pub mod recompress;
-pub mod render;
-pub mod sink;
-pub mod split;
-pub mod trace;
+mod check;
+mod error;
+mod format;
+mod fragment;
+mod graphs;
+mod gzip;
+mod kineto;
+mod lexer;
+mod members;
+mod pipeline;
+mod recompress;
+mod render;
+mod sink;
+mod split;
+mod trace;
 
 #[cfg(test)]
 mod testing;
 
 #[cfg(feature = "python")]
 mod python;
-
-pub use error::{Error, Result};

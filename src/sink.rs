@@ -21,7 +21,7 @@ use crate::gzip::ParallelGzEncoder;
 
 /// How the output is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     Plain,
     Gzip {
         level: u32,
@@ -37,7 +37,7 @@ pub enum Encoding {
 
 impl Encoding {
     /// Checks the gzip settings (level 0..=9, threads 1..=256).
-    pub fn validate(self) -> Result<Self> {
+    pub(crate) fn validate(self) -> Result<Self> {
         if let Encoding::Gzip { level, threads } | Encoding::GzipSlice { level, threads } = self {
             if level > 9 {
                 return Err(Error::InvalidArgument(format!(
@@ -56,14 +56,14 @@ impl Encoding {
 
 /// Byte counts of a finished output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SinkStats {
+pub(crate) struct SinkStats {
     /// Bytes of JSON text written (before compression).
-    pub uncompressed_bytes: u64,
+    pub(crate) uncompressed_bytes: u64,
     /// Bytes that reached the file.
-    pub file_bytes: u64,
+    pub(crate) file_bytes: u64,
     /// For a [`Encoding::GzipSlice`] output: the CRC-32 of the text it holds (its length is
     /// `uncompressed_bytes`).
-    pub slice_crc: Option<u32>,
+    pub(crate) slice_crc: Option<u32>,
 }
 
 /// A file being written that is removed on drop unless it was committed.
@@ -114,7 +114,7 @@ enum Writer {
 }
 
 /// An output being written. Dropping it without [`Sink::finish`] discards it.
-pub struct Sink {
+pub(crate) struct Sink {
     writer: Writer,
     temp: Option<TempFile>,
     destination: PathBuf,
@@ -160,7 +160,7 @@ fn io_error(what: &str, path: &Path, err: io::Error) -> Error {
 
 impl Sink {
     /// Opens `path` for writing with `encoding` (see the module docs for where it writes).
-    pub fn create(path: &Path, encoding: Encoding) -> Result<Sink> {
+    pub(crate) fn create(path: &Path, encoding: Encoding) -> Result<Sink> {
         let encoding = encoding.validate()?;
         let (file, temp) = open_destination(path)?;
         Self::build(file, temp, path, encoding)
@@ -168,7 +168,7 @@ impl Sink {
 
     /// Writes into `file` from its current position, in place (nothing is renamed or
     /// removed): for an anonymous file the caller made. `label` names it in errors.
-    pub fn in_file(file: File, label: &Path, encoding: Encoding) -> Result<Sink> {
+    pub(crate) fn in_file(file: File, label: &Path, encoding: Encoding) -> Result<Sink> {
         Self::build(file, None, label, encoding.validate()?)
     }
 
@@ -196,7 +196,7 @@ impl Sink {
         })
     }
 
-    pub fn write_all(&mut self, buf: &[u8]) -> Result<()> {
+    pub(crate) fn write_all(&mut self, buf: &[u8]) -> Result<()> {
         let result = match &mut self.writer {
             Writer::Plain(w) => w.write_all(buf),
             Writer::Gzip(w) | Writer::Slice(w) => w.write_all(buf),
@@ -208,12 +208,12 @@ impl Sink {
 
     /// Whether the destination is written directly (an existing FIFO or device) rather
     /// than through a temporary file.
-    pub fn writes_in_place(&self) -> bool {
+    pub(crate) fn writes_in_place(&self) -> bool {
         self.temp.is_none()
     }
 
     /// Pushes everything written so far to the file (a sync flush for gzip).
-    pub fn flush(&mut self) -> Result<()> {
+    pub(crate) fn flush(&mut self) -> Result<()> {
         let result = match &mut self.writer {
             Writer::Plain(w) => w.flush(),
             Writer::Gzip(w) | Writer::Slice(w) => w.flush(),
@@ -224,7 +224,7 @@ impl Sink {
     /// Appends the output of a worker's slice: its text for plain output, its raw deflate
     /// slice for gzip. `text_len` is the length of the text either way; `text_crc` is the
     /// CRC-32 of the text, given for a gzip slice only.
-    pub fn append_slice(
+    pub(crate) fn append_slice(
         &mut self,
         mut src: File,
         text_len: u64,
@@ -258,7 +258,7 @@ impl Sink {
     }
 
     /// Flushes everything, then moves the temporary file into place.
-    pub fn finish(mut self) -> Result<SinkStats> {
+    pub(crate) fn finish(mut self) -> Result<SinkStats> {
         let dest = self.destination.clone();
         let mut slice_crc = None;
         let file = match self.writer {
@@ -296,7 +296,12 @@ impl Sink {
 /// `identity` (device, inode) recorded when it was created, `len` bytes long as the worker
 /// reported. Anything else is an error, never spliced.
 #[cfg(unix)]
-pub fn check_worker_output(file: &File, identity: (u64, u64), len: u64, dest: &Path) -> Result<()> {
+pub(crate) fn check_worker_output(
+    file: &File,
+    identity: (u64, u64),
+    len: u64,
+    dest: &Path,
+) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = file
         .metadata()
@@ -324,7 +329,7 @@ pub fn check_worker_output(file: &File, identity: (u64, u64), len: u64, dest: &P
 
 /// Without device and inode numbers, only the length is checked.
 #[cfg(not(unix))]
-pub fn check_worker_output(
+pub(crate) fn check_worker_output(
     file: &File,
     _identity: (u64, u64),
     len: u64,
