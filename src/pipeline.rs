@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::error::{panic_message, Error, Result};
+use crate::error::{lock, panic_message, Error, Result};
 use crate::format::{self, Header};
 use crate::graphs::{GraphAnnotations, GraphState};
 use crate::sink::{Encoding, Sink, SinkStats};
@@ -251,7 +251,7 @@ fn run_writer(
         return Err(Error::Interrupted);
     }
     if framing == Framing::Slice && summary.graphs.is_some() {
-        *graph_out.lock().unwrap_or_else(|p| p.into_inner()) = Some(graph);
+        *lock(graph_out, "graph state")? = Some(graph);
     }
     let SinkStats {
         uncompressed_bytes,
@@ -351,11 +351,8 @@ impl Exporter {
 
     /// A finished slice's CUDA-graph state (once [`Exporter::wait`] returned it; None for
     /// an export without annotations).
-    pub(crate) fn take_graph_state(&mut self) -> Option<GraphState> {
-        self.graph_state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+    pub(crate) fn take_graph_state(&mut self) -> Result<Option<GraphState>> {
+        Ok(lock(&self.graph_state, "graph state")?.take())
     }
 
     /// Bytes of event text the writer has formatted and written so far.

@@ -310,7 +310,7 @@ impl PyExporter {
     /// A finished slice's CUDA-graph state as bytes (for `append_slice` in the parent),
     /// or None without annotations.
     fn graph_state<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let state = self.state()?.exporter.take_graph_state();
+        let state = self.state()?.exporter.take_graph_state()?;
         Ok(state.map(|s| PyBytes::new(py, &s.encode())))
     }
 
