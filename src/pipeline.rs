@@ -20,8 +20,8 @@ use crate::graphs::{GraphAnnotations, GraphState};
 use crate::sink::{Encoding, Sink, SinkStats};
 use crate::trace::{Batch, FirstPass, Summary};
 
-/// Called while waiting for room in the queue; an error abandons the wait (Ctrl-C).
-pub(crate) type Check<'a> = dyn FnMut() -> Result<()> + 'a;
+/// Polled while waiting for room in the queue: an error (Ctrl-C) abandons the wait.
+pub(crate) type InterruptPoll<'a> = dyn FnMut() -> Result<()> + 'a;
 
 /// The writer writes a batch's text in chunks of at most this size, checking between
 /// them whether the export was cancelled, so an interrupt never waits for a huge batch.
@@ -484,14 +484,18 @@ impl Exporter {
         &mut self,
         slice: SliceOutput,
         graph: Option<GraphState>,
-        interrupted: &mut Check,
+        interrupted: &mut InterruptPoll,
     ) -> Result<()> {
         self.offer_job(Job::Append(slice, graph.map(Box::new)), interrupted)
     }
 
     /// Queues the closing events (none for a slice) and closes the queue; then call
     /// [`Exporter::wait`]. `interrupted` as for [`Exporter::append_slice`].
-    pub(crate) fn close(&mut self, trace_name: Vec<u8>, interrupted: &mut Check) -> Result<()> {
+    pub(crate) fn close(
+        &mut self,
+        trace_name: Vec<u8>,
+        interrupted: &mut InterruptPoll,
+    ) -> Result<()> {
         if self.framing == Framing::Whole {
             self.offer_job(Job::Tail(trace_name), interrupted)?;
         }
@@ -505,7 +509,7 @@ impl Exporter {
     }
 
     /// Queues a job, waiting as long as it takes for room (or until `interrupted` fails).
-    fn offer_job(&mut self, mut job: Job, interrupted: &mut Check) -> Result<()> {
+    fn offer_job(&mut self, mut job: Job, interrupted: &mut InterruptPoll) -> Result<()> {
         let Stage::Streaming { running, .. } = &mut self.stage else {
             return Err(Error::State("the export has not started".into()));
         };

@@ -113,7 +113,7 @@ fn str_column(list: &Bound<'_, PyList>, what: &str) -> PyResult<StrColumn> {
 /// look for Ctrl-C (or any exception a signal handler raises), which is returned as is.
 fn with_interrupts<R: Send>(
     py: Python<'_>,
-    f: impl FnOnce(&mut crate::pipeline::Check) -> crate::error::Result<R> + Send,
+    f: impl FnOnce(&mut crate::pipeline::InterruptPoll) -> crate::error::Result<R> + Send,
 ) -> PyResult<R> {
     let mut raised: Option<PyErr> = None;
     let result = py.detach(|| {
