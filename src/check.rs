@@ -1461,7 +1461,7 @@ mod tests {
         match check_path(&dir, CheckOptions::default(), &mut no_progress()) {
             Err(Error::Io { context, source }) => {
                 assert!(context.contains("cannot read"), "{context}");
-                assert_eq!(source.raw_os_error(), Some(21));
+                assert_eq!(source.raw_os_error(), Some(libc::EISDIR));
             }
             other => panic!("{other:?}"),
         }

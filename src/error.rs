@@ -2,9 +2,10 @@
 
 use std::fmt;
 use std::io;
+use std::sync::{Mutex, MutexGuard};
 
 #[derive(Debug)]
-pub enum Error {
+pub(crate) enum Error {
     /// An I/O failure, with a short note of what was being done.
     Io { context: String, source: io::Error },
     /// An argument outside its allowed range or of the wrong shape.
@@ -15,13 +16,16 @@ pub enum Error {
     Interrupted,
     /// A thread of the export panicked; the message is what it panicked with.
     Panic(String),
+    /// A lock was poisoned: a thread panicked while holding it, so what it guards may be half
+    /// changed. The str names what the lock guards ("exporter state"). See [`lock`].
+    Poisoned(&'static str),
 }
 
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     /// Back to an `io::Error` (for code that speaks `io::Write`); the context is dropped.
-    pub fn into_io(self) -> io::Error {
+    pub(crate) fn into_io(self) -> io::Error {
         match self {
             Error::Io { source, .. } => source,
             Error::InvalidArgument(msg) => io::Error::new(io::ErrorKind::InvalidInput, msg),
@@ -30,7 +34,7 @@ impl Error {
         }
     }
 
-    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
         Error::Io {
             context: context.into(),
             source,
@@ -45,6 +49,10 @@ impl fmt::Display for Error {
             Error::InvalidArgument(msg) | Error::State(msg) => f.write_str(msg),
             Error::Interrupted => f.write_str("export interrupted"),
             Error::Panic(msg) => write!(f, "internal error in kinetrace (a Rust panic): {msg}"),
+            Error::Poisoned(what) => write!(
+                f,
+                "internal error in kinetrace: {what} poisoned by an earlier panic"
+            ),
         }
     }
 }
@@ -67,13 +75,47 @@ impl From<io::Error> for Error {
     }
 }
 
+/// Locks `mutex`, which guards `what`; a lock poisoned by a panic in another thread is
+/// [`Error::Poisoned`]. The one way to take a lock whose state a panic could leave half
+/// changed. (The gzip pool and the export queue recover from poisoning instead: their
+/// state is consistent between any two statements, and the panic itself is reported.)
+pub(crate) fn lock<'a, T>(mutex: &'a Mutex<T>, what: &'static str) -> Result<MutexGuard<'a, T>> {
+    mutex.lock().map_err(|_| Error::Poisoned(what))
+}
+
 /// Turns a caught panic payload into a readable message.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = payload.downcast_ref::<String>() {
         s.clone()
     } else {
         "unknown panic payload".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_poisoned_lock_is_an_error_naming_it() {
+        let mutex = Arc::new(Mutex::new(1));
+        *lock(&mutex, "the number").unwrap() += 1;
+        let held = Arc::clone(&mutex);
+        let panicked = std::thread::spawn(move || {
+            let _guard = held.lock().unwrap();
+            panic!("while holding the lock");
+        })
+        .join();
+        assert!(panicked.is_err());
+        let err = lock(&mutex, "the number").map(|_| ()).unwrap_err();
+        assert!(matches!(err, Error::Poisoned("the number")), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "internal error in kinetrace: the number poisoned by an earlier panic"
+        );
+        assert_eq!(err.into_io().kind(), io::ErrorKind::Other);
     }
 }

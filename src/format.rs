@@ -12,15 +12,15 @@ use crate::trace::{is_kernel, needs_correlation_id, Batch, Summary, Timing};
 
 /// The envelope keys written before `traceEvents`.
 #[derive(Debug, Default, Clone)]
-pub struct Header {
+pub(crate) struct Header {
     /// `deviceProperties` as JSON (a list; `[]` without CUDA).
-    pub device_properties: Vec<u8>,
+    pub(crate) device_properties: Vec<u8>,
     /// Trace metadata, in order: key (escaped here) and JSON value text (checked here).
-    pub metadata: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(crate) metadata: Vec<(Vec<u8>, Vec<u8>)>,
     /// Integer keys written after the metadata (the CUDA runtime and driver versions).
-    pub versions: Vec<(String, i64)>,
+    pub(crate) versions: Vec<(String, i64)>,
     /// `"cudaGraphInlineAnnotated": true`: some graphed work event has an annotation.
-    pub inline_annotated: bool,
+    pub(crate) inline_annotated: bool,
 }
 
 /// `"ts"` of an event: nanoseconds relative to the base, clamped at 0, in microseconds.
@@ -29,7 +29,7 @@ fn push_rel(out: &mut Vec<u8>, summary: &Summary, ns: i128) {
     push_micros(out, (ns - summary.base_ns).max(0));
 }
 
-pub fn push_header(out: &mut Vec<u8>, summary: &Summary, header: &Header) {
+pub(crate) fn push_header(out: &mut Vec<u8>, summary: &Summary, header: &Header) {
     out.extend_from_slice(b"{\n\"schemaVersion\": 1,\n\"deviceProperties\": ");
     fragment::push_value(out, &header.device_properties);
     out.extend_from_slice(b",\n");
@@ -106,7 +106,7 @@ fn int_text(value: impl itoa::Integer) -> Vec<u8> {
 
 /// Process name/label/sort-index events per device, then thread name/sort-index events per
 /// (device, thread), each stamped with the first timestamp seen there. Returns the count.
-pub fn push_process_events(out: &mut Vec<u8>, summary: &Summary) -> u64 {
+pub(crate) fn push_process_events(out: &mut Vec<u8>, summary: &Summary) -> u64 {
     let mut events = 0;
     for &(device, first_ts) in &summary.devices {
         let ts = rel_text(summary, first_ts.into());
@@ -164,7 +164,7 @@ pub fn push_process_events(out: &mut Vec<u8>, summary: &Summary) -> u64 {
 /// Formats every activity of `batch` (and its flow event, if any). The batch must have
 /// passed [`Batch::validate`] against `summary`. With CUDA-graph annotations, `graph`
 /// collects what the end of the trace needs. Returns the number of events written.
-pub fn push_batch(
+pub(crate) fn push_batch(
     out: &mut Vec<u8>,
     summary: &Summary,
     batch: &Batch,
@@ -258,7 +258,7 @@ pub fn push_batch(
 /// What a trace with CUDA-graph annotations writes after its activities: the held-back
 /// `gpu_user_annotation` events whose lane kept work, then the names and sort indices of
 /// the lanes events were moved to that the first pass did not see. Returns the count.
-pub fn push_graph_closing(out: &mut Vec<u8>, summary: &Summary, graph: &GraphState) -> u64 {
+pub(crate) fn push_graph_closing(out: &mut Vec<u8>, summary: &Summary, graph: &GraphState) -> u64 {
     let mut events = 0;
     for text in graph.kept_deferred() {
         out.extend_from_slice(text);
@@ -411,7 +411,7 @@ fn push_flow(
 }
 
 /// The closing events and `traceName`. Returns the number of events written.
-pub fn push_tail(out: &mut Vec<u8>, summary: &Summary, trace_name: &[u8]) -> u64 {
+pub(crate) fn push_tail(out: &mut Vec<u8>, summary: &Summary, trace_name: &[u8]) -> u64 {
     let mut events = 1;
     if summary.total_activities > 0 {
         let its = rel_text(summary, summary.min_ts);

@@ -16,11 +16,11 @@
 use crate::render::{decode_char, push_ascii_escape, push_codepoint_escape, push_json_string};
 
 /// Key under which a member list that cannot be repaired is kept, as a string.
-pub const UNPARSED_KEY: &str = "kinetrace_unparsed_metadata";
+pub(crate) const UNPARSED_KEY: &str = "kinetrace_unparsed_metadata";
 
 /// What a fragment turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Valid: written verbatim.
     Verbatim,
     /// Invalid but repaired token by token.
@@ -33,18 +33,18 @@ pub enum Outcome {
 
 /// Appends a member list (`"k": v, ...` without braces). Returns what was done; with
 /// [`Outcome::Empty`] nothing was appended and the caller must not write a separator.
-pub fn push_members(out: &mut Vec<u8>, frag: &[u8]) -> Outcome {
-    match check(frag, Shape::Members) {
-        Check::Valid => {
+pub(crate) fn push_members(out: &mut Vec<u8>, frag: &[u8]) -> Outcome {
+    match validity(frag, Shape::Members) {
+        Validity::Valid => {
             out.extend_from_slice(frag);
             Outcome::Verbatim
         }
-        Check::Empty => Outcome::Empty,
-        Check::Invalid => {
+        Validity::Empty => Outcome::Empty,
+        Validity::Invalid => {
             let mark = out.len();
             repair_tokens(out, frag);
-            match check(&out[mark..], Shape::Members) {
-                Check::Valid => Outcome::Repaired,
+            match validity(&out[mark..], Shape::Members) {
+                Validity::Valid => Outcome::Repaired,
                 _ => {
                     out.truncate(mark);
                     push_json_string(out, UNPARSED_KEY.as_bytes());
@@ -59,14 +59,14 @@ pub fn push_members(out: &mut Vec<u8>, frag: &[u8]) -> Outcome {
 
 /// Appends one JSON value (a trace metadata header value). Never appends nothing: an empty
 /// or broken value becomes a JSON string.
-pub fn push_value(out: &mut Vec<u8>, value: &[u8]) -> Outcome {
-    if check(value, Shape::Value) == Check::Valid {
+pub(crate) fn push_value(out: &mut Vec<u8>, value: &[u8]) -> Outcome {
+    if validity(value, Shape::Value) == Validity::Valid {
         out.extend_from_slice(value);
         return Outcome::Verbatim;
     }
     let mark = out.len();
     repair_tokens(out, value);
-    if check(&out[mark..], Shape::Value) == Check::Valid {
+    if validity(&out[mark..], Shape::Value) == Validity::Valid {
         Outcome::Repaired
     } else {
         out.truncate(mark);
@@ -76,40 +76,45 @@ pub fn push_value(out: &mut Vec<u8>, value: &[u8]) -> Outcome {
 }
 
 /// True when `value` is one strict JSON value (surrounding whitespace allowed).
-pub fn is_valid_value(value: &[u8]) -> bool {
-    check(value, Shape::Value) == Check::Valid
+#[cfg(test)]
+pub(crate) fn is_valid_value(value: &[u8]) -> bool {
+    validity(value, Shape::Value) == Validity::Valid
 }
 
 /// True when `frag` is a non-empty strict member list.
-pub fn is_valid_members(frag: &[u8]) -> bool {
-    check(frag, Shape::Members) == Check::Valid
+#[cfg(test)]
+pub(crate) fn is_valid_members(frag: &[u8]) -> bool {
+    validity(frag, Shape::Members) == Validity::Valid
 }
 
+/// What a fragment must be: a member list (without braces) or one value.
 #[derive(Clone, Copy)]
 enum Shape {
     Members,
     Value,
 }
 
+/// Whether a fragment is strict JSON of its [`Shape`] (`Empty`: a member list of only
+/// whitespace).
 #[derive(Debug, PartialEq, Eq)]
-enum Check {
+enum Validity {
     Valid,
     Empty,
     Invalid,
 }
 
-fn check(s: &[u8], shape: Shape) -> Check {
+fn validity(s: &[u8], shape: Shape) -> Validity {
     // Raw non-ASCII bytes are only allowed as valid UTF-8; checking it up front lets the
     // parser below treat every byte >= 0x80 as ordinary string content.
     if !s.is_ascii() && std::str::from_utf8(s).is_err() {
-        return Check::Invalid;
+        return Validity::Invalid;
     }
     let mut p = Parser { s, i: 0 };
     p.skip_ws();
     if p.i == s.len() {
         return match shape {
-            Shape::Members => Check::Empty,
-            Shape::Value => Check::Invalid,
+            Shape::Members => Validity::Empty,
+            Shape::Value => Validity::Invalid,
         };
     }
     let ok = match shape {
@@ -118,9 +123,9 @@ fn check(s: &[u8], shape: Shape) -> Check {
     };
     p.skip_ws();
     if ok && p.i == s.len() {
-        Check::Valid
+        Validity::Valid
     } else {
-        Check::Invalid
+        Validity::Invalid
     }
 }
 

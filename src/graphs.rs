@@ -24,20 +24,20 @@ use crate::render::{decode_char, push_int};
 
 /// Categories torch looks graph node ids up for.
 #[inline]
-pub fn is_work(category: &[u8]) -> bool {
+pub(crate) fn is_work(category: &[u8]) -> bool {
     matches!(category, b"kernel" | b"gpu_memcpy" | b"gpu_memset")
 }
 
 /// The category whose events wait for the end of the trace.
-pub const USER_ANNOTATION: &[u8] = b"gpu_user_annotation";
+pub(crate) const USER_ANNOTATION: &[u8] = b"gpu_user_annotation";
 
 /// Python's `\d` and `\s` for `str` patterns, beyond ASCII.
 #[derive(Debug, Default, Clone)]
-pub struct CharClasses {
+pub(crate) struct CharClasses {
     /// (first, last, code point of that run's zero): decimal digits, sorted.
-    pub digits: Vec<(u32, u32, u32)>,
+    pub(crate) digits: Vec<(u32, u32, u32)>,
     /// Whitespace code points, sorted.
-    pub spaces: Vec<u32>,
+    pub(crate) spaces: Vec<u32>,
 }
 
 impl CharClasses {
@@ -57,13 +57,13 @@ impl CharClasses {
 
 /// One node's annotation, rendered as torch's `_annotation_args` renders it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Annotation {
+pub(crate) struct Annotation {
     /// The fields as members (`"k": "v", ...`), already JSON text.
-    pub args: Option<Vec<u8>>,
+    pub(crate) args: Option<Vec<u8>>,
     /// The lane the annotation names.
-    pub stream: Option<i64>,
+    pub(crate) stream: Option<i64>,
     /// The lane's display name (`"Process Group Description"`).
-    pub lane_name: Option<Vec<u8>>,
+    pub(crate) lane_name: Option<Vec<u8>>,
 }
 
 /// A graph node id found in metadata.
@@ -76,12 +76,12 @@ enum NodeId {
 
 /// The annotations of one export and its lane mode.
 #[derive(Debug, Default)]
-pub struct GraphAnnotations {
-    pub entries: HashMap<u64, Annotation>,
+pub(crate) struct GraphAnnotations {
+    pub(crate) entries: HashMap<u64, Annotation>,
     /// `graph_lanes="all"`: graphed events move to their lane or `default_stream`.
-    pub lanes_all: bool,
-    pub default_stream: i64,
-    pub classes: CharClasses,
+    pub(crate) lanes_all: bool,
+    pub(crate) default_stream: i64,
+    pub(crate) classes: CharClasses,
 }
 
 /// The span of a match in metadata text and the number it holds.
@@ -136,7 +136,7 @@ impl GraphAnnotations {
     /// `ts`. Returns the lane it is written on; appends its extra args members to `extra`
     /// (joined with ","), and when its `"stream"` member is rewritten, the new metadata to
     /// `rewritten` (returning true).
-    pub fn apply(
+    pub(crate) fn apply(
         &self,
         md: &[u8],
         (device, tid, ts): (i64, i64, i64),
@@ -223,7 +223,7 @@ type Lanes = BTreeMap<(i64, i64), (i64, Option<Vec<u8>>)>;
 
 /// What formatting learns for the end of the trace (see the module docs).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct GraphState {
+pub(crate) struct GraphState {
     /// (device, lane) of every work event, where it was written.
     work: HashSet<(i64, i64)>,
     last_work: Option<(i64, i64)>,
@@ -236,7 +236,7 @@ pub struct GraphState {
 
 impl GraphState {
     #[inline]
-    pub fn note_work(&mut self, device: i64, tid: i64) {
+    pub(crate) fn note_work(&mut self, device: i64, tid: i64) {
         if self.last_work != Some((device, tid)) {
             self.work.insert((device, tid));
             self.last_work = Some((device, tid));
@@ -245,7 +245,7 @@ impl GraphState {
 
     /// Holds back one event's text (torch writes these after all others, and only where
     /// work stayed).
-    pub fn defer(&mut self, device: i64, tid: i64, text: &[u8]) {
+    pub(crate) fn defer(&mut self, device: i64, tid: i64, text: &[u8]) {
         self.deferred_text.extend_from_slice(text);
         self.deferred.push((device, tid, self.deferred_text.len()));
     }
@@ -260,7 +260,7 @@ impl GraphState {
     }
 
     /// Adds the state of the slice that follows this one.
-    pub fn merge(&mut self, later: GraphState) {
+    pub(crate) fn merge(&mut self, later: GraphState) {
         self.work.extend(later.work);
         self.last_work = None;
         let offset = self.deferred_text.len();
@@ -278,7 +278,7 @@ impl GraphState {
     }
 
     /// The held-back events whose lane kept work, in order.
-    pub fn kept_deferred(&self) -> impl Iterator<Item = &[u8]> {
+    pub(crate) fn kept_deferred(&self) -> impl Iterator<Item = &[u8]> {
         let mut start = 0;
         self.deferred.iter().filter_map(move |&(d, t, end)| {
             let text = &self.deferred_text[start..end];
@@ -288,14 +288,14 @@ impl GraphState {
     }
 
     /// The lanes events were moved to, sorted: ((device, lane), ts, name).
-    pub fn lanes(&self) -> impl Iterator<Item = ((i64, i64), i64, Option<&[u8]>)> {
+    pub(crate) fn lanes(&self) -> impl Iterator<Item = ((i64, i64), i64, Option<&[u8]>)> {
         self.lanes
             .iter()
             .map(|(&lane, (ts, name))| (lane, *ts, name.as_deref()))
     }
 
     /// The state as bytes, for a worker to send to the parent.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.deferred_text.len());
         let mut work: Vec<_> = self.work.iter().copied().collect();
         work.sort_unstable();
@@ -328,7 +328,7 @@ impl GraphState {
     }
 
     /// Reads what [`GraphState::encode`] wrote; anything else is an error.
-    pub fn decode(bytes: &[u8]) -> Result<GraphState> {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<GraphState> {
         let mut r = Reader { bytes, at: 0 };
         let mut state = GraphState::default();
         for _ in 0..r.count(16)? {

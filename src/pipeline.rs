@@ -14,25 +14,25 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::error::{panic_message, Error, Result};
+use crate::error::{lock, panic_message, Error, Result};
 use crate::format::{self, Header};
 use crate::graphs::{GraphAnnotations, GraphState};
 use crate::sink::{Encoding, Sink, SinkStats};
 use crate::trace::{Batch, FirstPass, Summary};
 
-/// Called while waiting for room in the queue; an error abandons the wait (Ctrl-C).
-pub type Check<'a> = dyn FnMut() -> Result<()> + 'a;
+/// Polled while waiting for room in the queue: an error (Ctrl-C) abandons the wait.
+pub(crate) type InterruptPoll<'a> = dyn FnMut() -> Result<()> + 'a;
 
-/// The writer writes a batch's text in pieces of at most this size, checking between
+/// The writer writes a batch's text in chunks of at most this size, checking between
 /// them whether the export was cancelled, so an interrupt never waits for a huge batch.
 const WRITE_CHUNK: usize = 1 << 20;
 
 /// Batches waiting to be formatted; two keep the writer busy while one more is extracted.
-pub const QUEUE_DEPTH: usize = 2;
+pub(crate) const QUEUE_DEPTH: usize = 2;
 
 /// How many batches may wait for the writer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Queue {
+pub(crate) enum Queue {
     /// At most this many: extraction waits for the writer, memory stays bounded.
     Bounded(usize),
     /// As many as extraction produces: the caller never waits for the writer (background
@@ -42,7 +42,7 @@ pub enum Queue {
 
 /// What the output holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
+pub(crate) enum Framing {
     /// A whole trace: header, process/thread events, the activities, the closing events.
     Whole,
     /// Only the events of this process's activities: a worker's slice of a trace, which
@@ -52,24 +52,24 @@ pub enum Framing {
 
 /// What a finished export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ExportStats {
+pub(crate) struct ExportStats {
     /// Trace events written (metadata, activity, flow and closing events).
-    pub events: u64,
-    pub uncompressed_bytes: u64,
-    pub file_bytes: u64,
+    pub(crate) events: u64,
+    pub(crate) uncompressed_bytes: u64,
+    pub(crate) file_bytes: u64,
     /// For a gzip slice: the CRC-32 of its text (its length is `uncompressed_bytes`).
-    pub piece_crc: Option<u32>,
+    pub(crate) slice_crc: Option<u32>,
 }
 
 /// A worker's finished slice, to be appended where the parent's own events end.
 #[derive(Debug)]
-pub struct SliceOutput {
+pub(crate) struct SliceOutput {
     /// The worker's output, read from its start (the caller checked what it is).
-    pub file: std::fs::File,
-    pub events: u64,
-    pub text_len: u64,
-    /// Present for a gzip piece.
-    pub crc: Option<u32>,
+    pub(crate) file: std::fs::File,
+    pub(crate) events: u64,
+    pub(crate) text_len: u64,
+    /// The CRC-32 of the text, present for a gzip slice.
+    pub(crate) crc: Option<u32>,
 }
 
 enum Job {
@@ -83,7 +83,7 @@ enum Job {
 }
 
 /// Result of offering an item to the queue.
-pub enum Offer<T> {
+pub(crate) enum Offer<T> {
     Accepted,
     /// The queue stayed full for the whole timeout; the item is handed back.
     TimedOut(T),
@@ -212,11 +212,11 @@ fn run_writer(
                 batch.validate(summary)?;
                 buf.clear();
                 events += format::push_batch(&mut buf, summary, &batch, &mut graph);
-                for piece in buf.chunks(WRITE_CHUNK) {
+                for chunk in buf.chunks(WRITE_CHUNK) {
                     if queue.is_cancelled() {
                         return Err(Error::Interrupted);
                     }
-                    sink.write_all(piece)?;
+                    sink.write_all(chunk)?;
                 }
                 written.fetch_add(buf.len() as u64, Ordering::Relaxed);
             }
@@ -251,18 +251,18 @@ fn run_writer(
         return Err(Error::Interrupted);
     }
     if framing == Framing::Slice && summary.graphs.is_some() {
-        *graph_out.lock().unwrap_or_else(|p| p.into_inner()) = Some(graph);
+        *lock(graph_out, "graph state")? = Some(graph);
     }
     let SinkStats {
         uncompressed_bytes,
         file_bytes,
-        piece,
+        slice_crc,
     } = sink.finish()?;
     Ok(ExportStats {
         events,
         uncompressed_bytes,
         file_bytes,
-        piece_crc: piece.map(|(crc, _)| crc),
+        slice_crc,
     })
 }
 
@@ -276,21 +276,14 @@ struct Running {
 }
 
 enum Stage {
-    FirstPass {
-        first: FirstPass,
-        sink: Box<Sink>,
-    },
-    Streaming {
-        summary: Arc<Summary>,
-        running: Running,
-        next_start: usize,
-    },
+    FirstPass { first: FirstPass, sink: Box<Sink> },
+    Streaming { running: Running, next_start: usize },
     Finished,
 }
 
 /// One export in progress. Dropping it before [`Exporter::wait`] returned a result aborts
 /// it: the writer thread stops and the temporary file is removed.
-pub struct Exporter {
+pub(crate) struct Exporter {
     stage: Stage,
     queue: Queue,
     framing: Framing,
@@ -304,7 +297,7 @@ pub struct Exporter {
 
 impl Exporter {
     /// Opens the output (so a bad path fails before any work is done).
-    pub fn create(path: &Path, encoding: Encoding, queue: Queue) -> Result<Exporter> {
+    pub(crate) fn create(path: &Path, encoding: Encoding, queue: Queue) -> Result<Exporter> {
         Ok(Self::with_sink(
             Sink::create(path, encoding)?,
             queue,
@@ -313,15 +306,15 @@ impl Exporter {
     }
 
     /// A worker's slice written into `file` (an anonymous file its parent made and will
-    /// splice; a raw deflate piece for gzip); `label` names it in errors.
-    pub fn create_in_file(
+    /// splice; a raw deflate slice for gzip); `label` names it in errors.
+    pub(crate) fn create_in_file(
         file: std::fs::File,
         label: &Path,
         encoding: Encoding,
         queue: Queue,
     ) -> Result<Exporter> {
         let encoding = match encoding {
-            Encoding::Gzip { level, threads } => Encoding::GzipPiece { level, threads },
+            Encoding::Gzip { level, threads } => Encoding::GzipSlice { level, threads },
             other => other,
         };
         let sink = Sink::in_file(file, label, encoding)?;
@@ -344,7 +337,7 @@ impl Exporter {
     }
 
     /// Bakes CUDA-graph annotations into the trace (before [`Exporter::start`]).
-    pub fn set_graph_annotations(&mut self, graphs: GraphAnnotations) -> Result<()> {
+    pub(crate) fn set_graph_annotations(&mut self, graphs: GraphAnnotations) -> Result<()> {
         match self.stage {
             Stage::FirstPass { .. } => {
                 self.graphs = Some(graphs);
@@ -358,20 +351,17 @@ impl Exporter {
 
     /// A finished slice's CUDA-graph state (once [`Exporter::wait`] returned it; None for
     /// an export without annotations).
-    pub fn take_graph_state(&mut self) -> Option<GraphState> {
-        self.graph_state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+    pub(crate) fn take_graph_state(&mut self) -> Result<Option<GraphState>> {
+        Ok(lock(&self.graph_state, "graph state")?.take())
     }
 
     /// Bytes of event text the writer has formatted and written so far.
-    pub fn bytes_written(&self) -> u64 {
+    pub(crate) fn bytes_written(&self) -> u64 {
         self.written.load(Ordering::Relaxed)
     }
 
     /// The first pass, while it is being collected.
-    pub fn first_pass(&mut self) -> Result<&mut FirstPass> {
+    pub(crate) fn first_pass(&mut self) -> Result<&mut FirstPass> {
         match &mut self.stage {
             Stage::FirstPass { first, .. } => Ok(first),
             _ => Err(Error::State("the first pass is over".into())),
@@ -380,7 +370,7 @@ impl Exporter {
 
     /// Ends the first pass and starts the writer thread with the header queued.
     /// `base_ns` is the time base; `host_pid` the exporting process's pid.
-    pub fn start(&mut self, base_ns: i128, host_pid: i64, header: Header) -> Result<Arc<Summary>> {
+    pub(crate) fn start(&mut self, base_ns: i128, host_pid: i64, header: Header) -> Result<()> {
         let (first, sink) = match std::mem::replace(&mut self.stage, Stage::Finished) {
             Stage::FirstPass { first, sink } => (first, sink),
             other => {
@@ -432,23 +422,14 @@ impl Exporter {
             }
         }
         self.stage = Stage::Streaming {
-            summary: Arc::clone(&summary),
             running,
             next_start: 0,
         };
-        Ok(summary)
-    }
-
-    /// The summary, once started.
-    pub fn summary(&self) -> Option<&Arc<Summary>> {
-        match &self.stage {
-            Stage::Streaming { summary, .. } => Some(summary),
-            _ => None,
-        }
+        Ok(())
     }
 
     /// Index of the first activity of the next batch.
-    pub fn next_start(&self) -> usize {
+    pub(crate) fn next_start(&self) -> usize {
         match &self.stage {
             Stage::Streaming { next_start, .. } => *next_start,
             _ => 0,
@@ -458,7 +439,7 @@ impl Exporter {
     /// Queues a batch, waiting up to `timeout` for room. A batch handed back with
     /// `Ok(Some(batch))` was not queued (the queue stayed full): offer it again. An error
     /// means the writer failed; its error is returned.
-    pub fn offer_batch(&mut self, batch: Batch, timeout: Duration) -> Result<Option<Batch>> {
+    pub(crate) fn offer_batch(&mut self, batch: Batch, timeout: Duration) -> Result<Option<Batch>> {
         let Stage::Streaming {
             running,
             next_start,
@@ -483,7 +464,7 @@ impl Exporter {
 
     /// Makes the writer thread panic (for tests of the panic path).
     #[doc(hidden)]
-    pub fn inject_panic_for_tests(&mut self) -> Result<()> {
+    pub(crate) fn inject_panic_for_tests(&mut self) -> Result<()> {
         let Stage::Streaming { running, .. } = &mut self.stage else {
             return Err(Error::State("the writer is not running".into()));
         };
@@ -499,18 +480,22 @@ impl Exporter {
     /// Queues a worker's finished slice after the events queued so far. While the queue
     /// is full, `interrupted` is called every 50 ms; an error from it abandons the wait.
     /// `graph` is the slice's CUDA-graph state, merged after the slices before it.
-    pub fn append_slice(
+    pub(crate) fn append_slice(
         &mut self,
         slice: SliceOutput,
         graph: Option<GraphState>,
-        interrupted: &mut Check,
+        interrupted: &mut InterruptPoll,
     ) -> Result<()> {
         self.offer_job(Job::Append(slice, graph.map(Box::new)), interrupted)
     }
 
     /// Queues the closing events (none for a slice) and closes the queue; then call
     /// [`Exporter::wait`]. `interrupted` as for [`Exporter::append_slice`].
-    pub fn close(&mut self, trace_name: Vec<u8>, interrupted: &mut Check) -> Result<()> {
+    pub(crate) fn close(
+        &mut self,
+        trace_name: Vec<u8>,
+        interrupted: &mut InterruptPoll,
+    ) -> Result<()> {
         if self.framing == Framing::Whole {
             self.offer_job(Job::Tail(trace_name), interrupted)?;
         }
@@ -524,7 +509,7 @@ impl Exporter {
     }
 
     /// Queues a job, waiting as long as it takes for room (or until `interrupted` fails).
-    fn offer_job(&mut self, mut job: Job, interrupted: &mut Check) -> Result<()> {
+    fn offer_job(&mut self, mut job: Job, interrupted: &mut InterruptPoll) -> Result<()> {
         let Stage::Streaming { running, .. } = &mut self.stage else {
             return Err(Error::State("the export has not started".into()));
         };
@@ -539,7 +524,7 @@ impl Exporter {
     }
 
     /// Waits up to `timeout` for the writer to finish; `None` if it is still running.
-    pub fn wait(&mut self, timeout: Duration) -> Option<Result<ExportStats>> {
+    pub(crate) fn wait(&mut self, timeout: Duration) -> Option<Result<ExportStats>> {
         let Stage::Streaming { running, .. } = &mut self.stage else {
             return Some(Err(Error::State("nothing to wait for".into())));
         };
@@ -569,7 +554,7 @@ impl Exporter {
     }
 
     /// Stops the export: the writer thread exits and the temporary file is removed.
-    pub fn abort(&mut self) {
+    pub(crate) fn abort(&mut self) {
         if let Stage::Streaming { running, .. } = &mut self.stage {
             running.queue.cancel();
             if let Some(thread) = running.thread.take() {

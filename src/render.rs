@@ -10,7 +10,7 @@
 
 /// Appends a signed integer in decimal.
 #[inline]
-pub fn push_int(out: &mut Vec<u8>, value: impl itoa::Integer) {
+pub(crate) fn push_int(out: &mut Vec<u8>, value: impl itoa::Integer) {
     let mut buf = itoa::Buffer::new();
     out.extend_from_slice(buf.format(value).as_bytes());
 }
@@ -18,7 +18,7 @@ pub fn push_int(out: &mut Vec<u8>, value: impl itoa::Integer) {
 /// Appends `ns` nanoseconds as microseconds, `{ns // 1000}.{ns % 1000:03}` with floor
 /// division as Python does it, so negative values render the way Python would.
 #[inline]
-pub fn push_micros(out: &mut Vec<u8>, ns: i128) {
+pub(crate) fn push_micros(out: &mut Vec<u8>, ns: i128) {
     let whole = ns.div_euclid(1000);
     let frac = ns.rem_euclid(1000) as u32;
     if let Ok(small) = i64::try_from(whole) {
@@ -35,14 +35,14 @@ pub fn push_micros(out: &mut Vec<u8>, ns: i128) {
 }
 
 /// `json.dumps(s)` for a string: quoted, escaped, ASCII only.
-pub fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
+pub(crate) fn push_json_string(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
     push_json_string_body(out, s);
     out.push(b'"');
 }
 
 /// The body of `json.dumps(s)` without the surrounding quotes.
-pub fn push_json_string_body(out: &mut Vec<u8>, s: &[u8]) {
+pub(crate) fn push_json_string_body(out: &mut Vec<u8>, s: &[u8]) {
     let mut start = 0;
     let mut i = 0;
     while i < s.len() {
@@ -65,17 +65,9 @@ pub fn push_json_string_body(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(&s[start..]);
 }
 
-/// True when `json.dumps` would write the bytes unchanged between the quotes
-/// (only `' '..='~'` except `"` and `\` pass through).
-#[inline]
-pub fn is_plain_ascii(s: &[u8]) -> bool {
-    s.iter()
-        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
-}
-
 /// The escape `json.dumps` uses for an ASCII byte that needs one.
 #[inline]
-pub fn push_ascii_escape(out: &mut Vec<u8>, b: u8) {
+pub(crate) fn push_ascii_escape(out: &mut Vec<u8>, b: u8) {
     match b {
         b'"' => out.extend_from_slice(b"\\\""),
         b'\\' => out.extend_from_slice(b"\\\\"),
@@ -90,7 +82,7 @@ pub fn push_ascii_escape(out: &mut Vec<u8>, b: u8) {
 
 /// `\uXXXX` for a BMP code point (or a lone surrogate), a surrogate pair above it.
 #[inline]
-pub fn push_codepoint_escape(out: &mut Vec<u8>, cp: u32) {
+pub(crate) fn push_codepoint_escape(out: &mut Vec<u8>, cp: u32) {
     if cp >= 0x1_0000 {
         let v = cp - 0x1_0000;
         push_u_escape(out, 0xD800 | (v >> 10));
@@ -118,7 +110,7 @@ fn push_u_escape(out: &mut Vec<u8>, unit: u32) {
 /// accepted (that is how lone surrogates reach us). A byte that starts no valid sequence
 /// decodes as U+FFFD, one byte long, so bad input still gives valid output.
 #[inline]
-pub fn decode_char(s: &[u8]) -> (u32, usize) {
+pub(crate) fn decode_char(s: &[u8]) -> (u32, usize) {
     let b0 = u32::from(s[0]);
     let cont = |i: usize| -> Option<u32> {
         s.get(i)
@@ -219,13 +211,5 @@ mod tests {
         let mut v = Vec::new();
         push_json_string(&mut v, b"a\xffb\xc3");
         assert_eq!(v, br#""a\ufffdb\ufffd""#);
-    }
-
-    #[test]
-    fn plain_ascii_detection() {
-        assert!(is_plain_ascii(b"aten::mul"));
-        assert!(!is_plain_ascii(b"a\"b"));
-        assert!(!is_plain_ascii(b"a\nb"));
-        assert!(!is_plain_ascii("é".as_bytes()));
     }
 }

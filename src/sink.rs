@@ -21,15 +21,15 @@ use crate::gzip::ParallelGzEncoder;
 
 /// How the output is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     Plain,
     Gzip {
         level: u32,
         threads: usize,
     },
-    /// A raw deflate piece (no gzip header or trailer, byte-aligned, not final) for a
-    /// worker process's slice, spliced into the parent's gzip member afterwards.
-    GzipPiece {
+    /// A raw deflate slice (no gzip header or trailer, byte-aligned, not final): a worker
+    /// process's slice of the trace, spliced into the parent's gzip member afterwards.
+    GzipSlice {
         level: u32,
         threads: usize,
     },
@@ -37,8 +37,8 @@ pub enum Encoding {
 
 impl Encoding {
     /// Checks the gzip settings (level 0..=9, threads 1..=256).
-    pub fn validate(self) -> Result<Self> {
-        if let Encoding::Gzip { level, threads } | Encoding::GzipPiece { level, threads } = self {
+    pub(crate) fn validate(self) -> Result<Self> {
+        if let Encoding::Gzip { level, threads } | Encoding::GzipSlice { level, threads } = self {
             if level > 9 {
                 return Err(Error::InvalidArgument(format!(
                     "compresslevel must be between 0 and 9, got {level}"
@@ -56,13 +56,14 @@ impl Encoding {
 
 /// Byte counts of a finished output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SinkStats {
+pub(crate) struct SinkStats {
     /// Bytes of JSON text written (before compression).
-    pub uncompressed_bytes: u64,
+    pub(crate) uncompressed_bytes: u64,
     /// Bytes that reached the file.
-    pub file_bytes: u64,
-    /// For a [`Encoding::GzipPiece`] output: CRC-32 and length of the text it holds.
-    pub piece: Option<(u32, u64)>,
+    pub(crate) file_bytes: u64,
+    /// For a [`Encoding::GzipSlice`] output: the CRC-32 of the text it holds (its length is
+    /// `uncompressed_bytes`).
+    pub(crate) slice_crc: Option<u32>,
 }
 
 /// A file being written that is removed on drop unless it was committed.
@@ -109,11 +110,11 @@ impl Write for CountingFile {
 enum Writer {
     Plain(CountingFile),
     Gzip(ParallelGzEncoder<CountingFile>),
-    Piece(ParallelGzEncoder<CountingFile>),
+    Slice(ParallelGzEncoder<CountingFile>),
 }
 
 /// An output being written. Dropping it without [`Sink::finish`] discards it.
-pub struct Sink {
+pub(crate) struct Sink {
     writer: Writer,
     temp: Option<TempFile>,
     destination: PathBuf,
@@ -159,7 +160,7 @@ fn io_error(what: &str, path: &Path, err: io::Error) -> Error {
 
 impl Sink {
     /// Opens `path` for writing with `encoding` (see the module docs for where it writes).
-    pub fn create(path: &Path, encoding: Encoding) -> Result<Sink> {
+    pub(crate) fn create(path: &Path, encoding: Encoding) -> Result<Sink> {
         let encoding = encoding.validate()?;
         let (file, temp) = open_destination(path)?;
         Self::build(file, temp, path, encoding)
@@ -167,7 +168,7 @@ impl Sink {
 
     /// Writes into `file` from its current position, in place (nothing is renamed or
     /// removed): for an anonymous file the caller made. `label` names it in errors.
-    pub fn in_file(file: File, label: &Path, encoding: Encoding) -> Result<Sink> {
+    pub(crate) fn in_file(file: File, label: &Path, encoding: Encoding) -> Result<Sink> {
         Self::build(file, None, label, encoding.validate()?)
     }
 
@@ -182,8 +183,8 @@ impl Sink {
                 ParallelGzEncoder::new(file, level, threads)
                     .map_err(|e| io_error("cannot start gzip for", path, e))?,
             ),
-            Encoding::GzipPiece { level, threads } => Writer::Piece(
-                ParallelGzEncoder::new_piece(file, level, threads)
+            Encoding::GzipSlice { level, threads } => Writer::Slice(
+                ParallelGzEncoder::new_slice(file, level, threads)
                     .map_err(|e| io_error("cannot start gzip for", path, e))?,
             ),
         };
@@ -195,10 +196,10 @@ impl Sink {
         })
     }
 
-    pub fn write_all(&mut self, buf: &[u8]) -> Result<()> {
+    pub(crate) fn write_all(&mut self, buf: &[u8]) -> Result<()> {
         let result = match &mut self.writer {
             Writer::Plain(w) => w.write_all(buf),
-            Writer::Gzip(w) | Writer::Piece(w) => w.write_all(buf),
+            Writer::Gzip(w) | Writer::Slice(w) => w.write_all(buf),
         };
         result.map_err(|e| io_error("cannot write", &self.destination, e))?;
         self.uncompressed += buf.len() as u64;
@@ -207,25 +208,30 @@ impl Sink {
 
     /// Whether the destination is written directly (an existing FIFO or device) rather
     /// than through a temporary file.
-    pub fn writes_in_place(&self) -> bool {
+    pub(crate) fn writes_in_place(&self) -> bool {
         self.temp.is_none()
     }
 
     /// Pushes everything written so far to the file (a sync flush for gzip).
-    pub fn flush(&mut self) -> Result<()> {
+    pub(crate) fn flush(&mut self) -> Result<()> {
         let result = match &mut self.writer {
             Writer::Plain(w) => w.flush(),
-            Writer::Gzip(w) | Writer::Piece(w) => w.flush(),
+            Writer::Gzip(w) | Writer::Slice(w) => w.flush(),
         };
         result.map_err(|e| io_error("cannot write", &self.destination, e))
     }
 
     /// Appends the output of a worker's slice: its text for plain output, its raw deflate
-    /// piece (`piece` = CRC-32 and length of its text) for gzip. `text_len` is the length
-    /// of the text either way.
-    pub fn append_slice(&mut self, mut src: File, text_len: u64, piece: Option<u32>) -> Result<()> {
+    /// slice for gzip. `text_len` is the length of the text either way; `text_crc` is the
+    /// CRC-32 of the text, given for a gzip slice only.
+    pub(crate) fn append_slice(
+        &mut self,
+        mut src: File,
+        text_len: u64,
+        text_crc: Option<u32>,
+    ) -> Result<()> {
         let dest = self.destination.clone();
-        let result = match (&mut self.writer, piece) {
+        let result = match (&mut self.writer, text_crc) {
             (Writer::Plain(w), None) => w.inner.flush().and_then(|_| {
                 // File to file: std copies in the kernel (copy_file_range) where it can.
                 let copied = io::copy(&mut src, w.inner.get_mut())?;
@@ -239,7 +245,7 @@ impl Sink {
                     ))
                 }
             }),
-            (Writer::Gzip(w) | Writer::Piece(w), Some(crc)) => w.append_piece(src, crc, text_len),
+            (Writer::Gzip(w) | Writer::Slice(w), Some(crc)) => w.append_slice(src, crc, text_len),
             _ => {
                 return Err(Error::State(
                     "a worker's output does not match this output's encoding".into(),
@@ -252,17 +258,18 @@ impl Sink {
     }
 
     /// Flushes everything, then moves the temporary file into place.
-    pub fn finish(mut self) -> Result<SinkStats> {
+    pub(crate) fn finish(mut self) -> Result<SinkStats> {
         let dest = self.destination.clone();
-        let mut piece = None;
+        let mut slice_crc = None;
         let file = match self.writer {
             Writer::Plain(w) => w,
             Writer::Gzip(w) => w.finish().map_err(|e| io_error("cannot write", &dest, e))?,
-            Writer::Piece(w) => {
+            Writer::Slice(w) => {
                 let (file, crc, len) = w
-                    .finish_piece()
+                    .finish_slice()
                     .map_err(|e| io_error("cannot write", &dest, e))?;
-                piece = Some((crc, len));
+                debug_assert_eq!(len, self.uncompressed);
+                slice_crc = Some(crc);
                 file
             }
         };
@@ -280,7 +287,7 @@ impl Sink {
         Ok(SinkStats {
             uncompressed_bytes: self.uncompressed,
             file_bytes,
-            piece,
+            slice_crc,
         })
     }
 }
@@ -289,7 +296,12 @@ impl Sink {
 /// `identity` (device, inode) recorded when it was created, `len` bytes long as the worker
 /// reported. Anything else is an error, never spliced.
 #[cfg(unix)]
-pub fn check_worker_output(file: &File, identity: (u64, u64), len: u64, dest: &Path) -> Result<()> {
+pub(crate) fn check_worker_output(
+    file: &File,
+    identity: (u64, u64),
+    len: u64,
+    dest: &Path,
+) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = file
         .metadata()
@@ -317,7 +329,7 @@ pub fn check_worker_output(file: &File, identity: (u64, u64), len: u64, dest: &P
 
 /// Without device and inode numbers, only the length is checked.
 #[cfg(not(unix))]
-pub fn check_worker_output(
+pub(crate) fn check_worker_output(
     file: &File,
     _identity: (u64, u64),
     len: u64,
@@ -521,7 +533,7 @@ mod tests {
         let big = vec![b'x'; 4 << 20];
         let err = sink.write_all(&big).and_then(|_| sink.finish().map(|_| ()));
         match err {
-            Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(28)),
+            Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::ENOSPC)),
             other => panic!("expected ENOSPC, got {other:?}"),
         }
     }

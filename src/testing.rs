@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A fresh directory under the system temp dir, removed with everything in it on drop.
-pub struct ScratchDir(PathBuf);
+pub(crate) struct ScratchDir(PathBuf);
 
 impl Deref for ScratchDir {
     type Target = Path;
@@ -29,7 +29,7 @@ impl Drop for ScratchDir {
 }
 
 /// A new scratch directory whose name includes `name`.
-pub fn scratch(name: &str) -> ScratchDir {
+pub(crate) fn scratch(name: &str) -> ScratchDir {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let dir =

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::graphs::GraphAnnotations;
 
 /// Trace categories whose own correlation id is not written as "External id".
-pub const EXTERNAL_ID_EXCLUDED: [&[u8]; 7] = [
+pub(crate) const EXTERNAL_ID_EXCLUDED: [&[u8]; 7] = [
     b"gpu_memcpy",
     b"gpu_memset",
     b"kernel",
@@ -21,11 +21,11 @@ pub const EXTERNAL_ID_EXCLUDED: [&[u8]; 7] = [
 ];
 
 /// The trimonth interval Kineto and torch floor the time base to, in seconds.
-pub const TRIMONTH_SECONDS: i128 = 7_889_238;
+pub(crate) const TRIMONTH_SECONDS: i128 = 7_889_238;
 
 /// The time base for a trace whose earliest time is `earliest_ns`: that time floored to a
 /// trimonth interval, in nanoseconds (the same floor torch applies to the wall clock).
-pub fn trimonth_base_ns(earliest_ns: i128) -> i128 {
+pub(crate) fn trimonth_base_ns(earliest_ns: i128) -> i128 {
     let secs = earliest_ns.div_euclid(1_000_000_000);
     secs.div_euclid(TRIMONTH_SECONDS) * TRIMONTH_SECONDS * 1_000_000_000
 }
@@ -33,19 +33,19 @@ pub fn trimonth_base_ns(earliest_ns: i128) -> i128 {
 /// Whether the activity's own correlation id is needed: only when it has no linked id and
 /// its category is not one of the excluded ones.
 #[inline]
-pub fn needs_correlation_id(category: &[u8], linked_correlation_id: i64) -> bool {
+pub(crate) fn needs_correlation_id(category: &[u8], linked_correlation_id: i64) -> bool {
     linked_correlation_id == 0 && !EXTERNAL_ID_EXCLUDED.contains(&category)
 }
 
 /// Whether the activity is a kernel (its linked activity may carry comms metadata).
 #[inline]
-pub fn is_kernel(category: &[u8]) -> bool {
+pub(crate) fn is_kernel(category: &[u8]) -> bool {
     category == b"kernel"
 }
 
 /// Torch's thread id sanitising: `|tid|`, with `i64::MIN` (no thread) mapped to 0.
 #[inline]
-pub fn sanitize_tid(tid: i64) -> i64 {
+pub(crate) fn sanitize_tid(tid: i64) -> i64 {
     if tid == i64::MIN {
         0
     } else {
@@ -56,18 +56,18 @@ pub fn sanitize_tid(tid: i64) -> i64 {
 /// What the first pass keeps of one activity: 32 bytes, read once and reused when the
 /// activity is formatted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
-    pub device: i64,
+pub(crate) struct Timing {
+    pub(crate) device: i64,
     /// Already sanitised (see [`sanitize_tid`]).
-    pub tid: i64,
-    pub ts: i64,
-    pub dur: i64,
+    pub(crate) tid: i64,
+    pub(crate) ts: i64,
+    pub(crate) dur: i64,
 }
 
 /// Accumulates the first pass: timings in order, the first timestamp seen per device and
 /// per (device, thread), the earliest start and the latest end.
 #[derive(Debug)]
-pub struct FirstPass {
+pub(crate) struct FirstPass {
     timings: Vec<Timing>,
     devices: BTreeMap<i64, i64>,
     threads: BTreeMap<(i64, i64), i64>,
@@ -97,25 +97,17 @@ impl Default for FirstPass {
 }
 
 impl FirstPass {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
-    pub fn reserve(&mut self, additional: usize) {
+    pub(crate) fn reserve(&mut self, additional: usize) {
         self.timings.reserve(additional);
-    }
-
-    pub fn len(&self) -> usize {
-        self.timings.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.timings.is_empty()
     }
 
     /// Adds one activity as read from its accessors (`resource_id` not yet sanitised).
     #[inline]
-    pub fn push(&mut self, device: i64, resource_id: i64, ts: i64, dur: i64) {
+    pub(crate) fn push(&mut self, device: i64, resource_id: i64, ts: i64, dur: i64) {
         let tid = sanitize_tid(resource_id);
         let ts128 = i128::from(ts);
         self.min_ts = self.min_ts.min(ts128);
@@ -137,12 +129,12 @@ impl FirstPass {
     }
 
     /// The earliest activity timestamp, if there is any activity.
-    pub fn min_ts(&self) -> Option<i64> {
+    pub(crate) fn min_ts(&self) -> Option<i64> {
         (self.timings.len() + self.merged_activities > 0).then_some(self.min_ts as i64)
     }
 
     /// What another process needs of this slice's first pass to merge it.
-    pub fn partial(&self) -> PartialSummary {
+    pub(crate) fn partial(&self) -> PartialSummary {
         PartialSummary {
             activities: self.timings.len() + self.merged_activities,
             min_ts: self.min_ts,
@@ -154,7 +146,7 @@ impl FirstPass {
 
     /// Merges the first pass of the slice that follows this one (slices are merged in
     /// order, so a device's or thread's first timestamp stays the first in the trace).
-    pub fn merge(&mut self, later: &PartialSummary) {
+    pub(crate) fn merge(&mut self, later: &PartialSummary) {
         for &(device, ts) in &later.devices {
             self.devices.entry(device).or_insert(ts);
         }
@@ -167,7 +159,7 @@ impl FirstPass {
     }
 
     /// Freezes the first pass into the summary every batch is formatted against.
-    pub fn finish(self, base_ns: i128, host_pid: i64) -> Summary {
+    pub(crate) fn finish(self, base_ns: i128, host_pid: i64) -> Summary {
         Summary {
             base_ns,
             host_pid,
@@ -184,50 +176,50 @@ impl FirstPass {
 
 /// A slice's first pass as another process sends it for merging.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartialSummary {
-    pub activities: usize,
-    pub min_ts: i128,
-    pub max_end: i128,
-    pub devices: Vec<(i64, i64)>,
-    pub threads: Vec<((i64, i64), i64)>,
+pub(crate) struct PartialSummary {
+    pub(crate) activities: usize,
+    pub(crate) min_ts: i128,
+    pub(crate) max_end: i128,
+    pub(crate) devices: Vec<(i64, i64)>,
+    pub(crate) threads: Vec<((i64, i64), i64)>,
 }
 
 /// The result of the first pass, shared read-only by everything that formats.
 #[derive(Debug)]
-pub struct Summary {
-    pub base_ns: i128,
+pub(crate) struct Summary {
+    pub(crate) base_ns: i128,
     /// The pid of the exporting process: activities on this device are the CPU.
-    pub host_pid: i64,
+    pub(crate) host_pid: i64,
     /// Activities in the whole trace (this process's slice and the merged ones).
-    pub total_activities: usize,
+    pub(crate) total_activities: usize,
     /// Timings of this process's own slice, in order.
-    pub timings: Vec<Timing>,
+    pub(crate) timings: Vec<Timing>,
     /// (device, first ts), sorted by device.
-    pub devices: Vec<(i64, i64)>,
+    pub(crate) devices: Vec<(i64, i64)>,
     /// ((device, tid), first ts), sorted.
-    pub threads: Vec<((i64, i64), i64)>,
-    pub min_ts: i128,
-    pub max_end: i128,
+    pub(crate) threads: Vec<((i64, i64), i64)>,
+    pub(crate) min_ts: i128,
+    pub(crate) max_end: i128,
     /// CUDA-graph annotations to bake in (None: events are written as reported).
-    pub graphs: Option<GraphAnnotations>,
+    pub(crate) graphs: Option<GraphAnnotations>,
 }
 
 impl Summary {
     /// Activities this process formats (its own slice).
-    pub fn activity_count(&self) -> usize {
+    pub(crate) fn activity_count(&self) -> usize {
         self.timings.len()
     }
 }
 
 /// A column of strings packed in one buffer.
 #[derive(Debug, Default, Clone)]
-pub struct StrColumn {
+pub(crate) struct StrColumn {
     bytes: Vec<u8>,
     ends: Vec<usize>,
 }
 
 impl StrColumn {
-    pub fn with_capacity(items: usize, bytes: usize) -> Self {
+    pub(crate) fn with_capacity(items: usize, bytes: usize) -> Self {
         StrColumn {
             bytes: Vec::with_capacity(bytes),
             ends: Vec::with_capacity(items),
@@ -235,26 +227,22 @@ impl StrColumn {
     }
 
     #[inline]
-    pub fn push(&mut self, s: &[u8]) {
+    pub(crate) fn push(&mut self, s: &[u8]) {
         self.bytes.extend_from_slice(s);
         self.ends.push(self.bytes.len());
     }
 
     #[inline]
-    pub fn get(&self, i: usize) -> &[u8] {
+    pub(crate) fn get(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ends.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> {
         (0..self.len()).map(move |i| self.get(i))
     }
 }
@@ -271,9 +259,9 @@ impl<S: AsRef<[u8]>> FromIterator<S> for StrColumn {
 
 /// A flow endpoint of an activity with `flow_id > 0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flow {
-    pub flow_type: i64,
-    pub start: bool,
+pub(crate) struct Flow {
+    pub(crate) flow_type: i64,
+    pub(crate) start: bool,
 }
 
 /// One batch of the second pass: activities `start .. start + len` of the summary.
@@ -284,38 +272,34 @@ pub struct Flow {
 /// linked `record_param_comms` activity's metadata, empty when there is none), each in
 /// activity order.
 #[derive(Debug, Default, Clone)]
-pub struct Batch {
-    pub start: usize,
-    pub categories: StrColumn,
-    pub names: StrColumn,
-    pub metadata: StrColumn,
-    pub linked_correlation_ids: Vec<i64>,
-    pub flow_ids: Vec<i64>,
-    pub correlation_ids: Vec<i64>,
-    pub flows: Vec<Flow>,
-    pub comms_metadata: StrColumn,
+pub(crate) struct Batch {
+    pub(crate) start: usize,
+    pub(crate) categories: StrColumn,
+    pub(crate) names: StrColumn,
+    pub(crate) metadata: StrColumn,
+    pub(crate) linked_correlation_ids: Vec<i64>,
+    pub(crate) flow_ids: Vec<i64>,
+    pub(crate) correlation_ids: Vec<i64>,
+    pub(crate) flows: Vec<Flow>,
+    pub(crate) comms_metadata: StrColumn,
 }
 
 /// Which activities of a batch need the conditional reads, as 0/1 bytes per activity.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Selections {
-    pub correlation: Vec<u8>,
-    pub flows: Vec<u8>,
-    pub kernels: Vec<u8>,
+pub(crate) struct Selections {
+    pub(crate) correlation: Vec<u8>,
+    pub(crate) flows: Vec<u8>,
+    pub(crate) kernels: Vec<u8>,
 }
 
 impl Batch {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.categories.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.categories.is_empty()
     }
 
     /// The masks of activities that need `correlation_id`, `flow_type`/`flow_start`, and
     /// `linked_activity`. Needs `categories`, `linked_correlation_ids` and `flow_ids`.
-    pub fn selections(&self) -> Selections {
+    pub(crate) fn selections(&self) -> Selections {
         let n = self.len();
         let mut sel = Selections {
             correlation: Vec::with_capacity(n),
@@ -334,7 +318,7 @@ impl Batch {
 
     /// Checks that the columns fit each other and the summary, so formatting cannot index
     /// out of bounds whatever the caller handed in.
-    pub fn validate(&self, summary: &Summary) -> Result<()> {
+    pub(crate) fn validate(&self, summary: &Summary) -> Result<()> {
         let n = self.len();
         let end = self.start.checked_add(n);
         if end.is_none_or(|end| end > summary.activity_count()) {

@@ -63,7 +63,9 @@ impl From<Error> for PyErr {
             Error::InvalidArgument(msg) => PyValueError::new_err(msg),
             Error::State(msg) => PyRuntimeError::new_err(msg),
             Error::Interrupted => PyKeyboardInterrupt::new_err("export interrupted"),
-            err @ Error::Panic(_) => PyRuntimeError::new_err(err.to_string()),
+            err @ (Error::Panic(_) | Error::Poisoned(_)) => {
+                PyRuntimeError::new_err(err.to_string())
+            }
         }
     }
 }

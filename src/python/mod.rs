@@ -113,7 +113,7 @@ fn str_column(list: &Bound<'_, PyList>, what: &str) -> PyResult<StrColumn> {
 /// look for Ctrl-C (or any exception a signal handler raises), which is returned as is.
 fn with_interrupts<R: Send>(
     py: Python<'_>,
-    f: impl FnOnce(&mut crate::pipeline::Check) -> crate::Result<R> + Send,
+    f: impl FnOnce(&mut crate::pipeline::InterruptPoll) -> crate::error::Result<R> + Send,
 ) -> PyResult<R> {
     let mut raised: Option<PyErr> = None;
     let result = py.detach(|| {
@@ -310,7 +310,7 @@ impl PyExporter {
     /// A finished slice's CUDA-graph state as bytes (for `append_slice` in the parent),
     /// or None without annotations.
     fn graph_state<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let state = self.state()?.exporter.take_graph_state();
+        let state = self.state()?.exporter.take_graph_state()?;
         Ok(state.map(|s| PyBytes::new(py, &s.encode())))
     }
 
@@ -498,9 +498,9 @@ impl PyExporter {
                     events,
                     uncompressed_bytes,
                     file_bytes,
-                    piece_crc,
+                    slice_crc,
                 } = result?;
-                return Ok(Some((events, uncompressed_bytes, file_bytes, piece_crc)));
+                return Ok(Some((events, uncompressed_bytes, file_bytes, slice_crc)));
             }
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Ok(None);
