@@ -15,6 +15,8 @@ pub enum Error {
     Interrupted,
     /// A thread of the export panicked; the message is what it panicked with.
     Panic(String),
+    /// A lock (named) was poisoned: a thread panicked while holding it.
+    Poisoned(&'static str),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -45,6 +47,9 @@ impl fmt::Display for Error {
             Error::InvalidArgument(msg) | Error::State(msg) => f.write_str(msg),
             Error::Interrupted => f.write_str("export interrupted"),
             Error::Panic(msg) => write!(f, "internal error in kinetrace (a Rust panic): {msg}"),
+            Error::Poisoned(what) => {
+                write!(f, "internal error: the {what} lock was poisoned by a panic")
+            }
         }
     }
 }
