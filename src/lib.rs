@@ -19,6 +19,7 @@ pub mod format;
 pub mod fragment;
 pub mod graphs;
 pub mod gzip;
+pub mod interrupt;
 pub mod kineto;
 pub(crate) mod lexer;
 pub(crate) mod members;

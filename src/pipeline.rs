@@ -17,11 +17,9 @@ use std::time::Duration;
 use crate::error::{panic_message, Error, Result};
 use crate::format::{self, Header};
 use crate::graphs::{GraphAnnotations, GraphState};
+use crate::interrupt::{Interrupted, POLL};
 use crate::sink::{Encoding, Sink, SinkStats};
 use crate::trace::{Batch, FirstPass, Summary};
-
-/// Called while waiting for room in the queue; an error abandons the wait (Ctrl-C).
-pub type Check<'a> = dyn FnMut() -> Result<()> + 'a;
 
 /// The writer writes a batch's text in pieces of at most this size, checking between
 /// them whether the export was cancelled, so an interrupt never waits for a huge batch.
@@ -497,20 +495,20 @@ impl Exporter {
     }
 
     /// Queues a worker's finished slice after the events queued so far. While the queue
-    /// is full, `interrupted` is called every 50 ms; an error from it abandons the wait.
+    /// is full, `interrupted` is called every [`POLL`]; an error from it abandons the wait.
     /// `graph` is the slice's CUDA-graph state, merged after the slices before it.
     pub fn append_slice(
         &mut self,
         slice: SliceOutput,
         graph: Option<GraphState>,
-        interrupted: &mut Check,
+        interrupted: &mut Interrupted,
     ) -> Result<()> {
         self.offer_job(Job::Append(slice, graph.map(Box::new)), interrupted)
     }
 
     /// Queues the closing events (none for a slice) and closes the queue; then call
     /// [`Exporter::wait`]. `interrupted` as for [`Exporter::append_slice`].
-    pub fn close(&mut self, trace_name: Vec<u8>, interrupted: &mut Check) -> Result<()> {
+    pub fn close(&mut self, trace_name: Vec<u8>, interrupted: &mut Interrupted) -> Result<()> {
         if self.framing == Framing::Whole {
             self.offer_job(Job::Tail(trace_name), interrupted)?;
         }
@@ -524,12 +522,12 @@ impl Exporter {
     }
 
     /// Queues a job, waiting as long as it takes for room (or until `interrupted` fails).
-    fn offer_job(&mut self, mut job: Job, interrupted: &mut Check) -> Result<()> {
+    fn offer_job(&mut self, mut job: Job, interrupted: &mut Interrupted) -> Result<()> {
         let Stage::Streaming { running, .. } = &mut self.stage else {
             return Err(Error::State("the export has not started".into()));
         };
         loop {
-            match running.queue.offer(job, Duration::from_millis(50)) {
+            match running.queue.offer(job, POLL) {
                 Offer::Accepted => return Ok(()),
                 Offer::TimedOut(j) => job = j,
                 Offer::Closed => return Err(self.writer_error()),
