@@ -2,6 +2,8 @@
 //!
 //! I/O errors with an errno become `OSError(errno, message)`, which Python turns into the
 //! matching subclass (`FileNotFoundError`, `PermissionError`, `IsADirectoryError`, ...).
+//! Internal failures (a panic, a poisoned lock) become `RuntimeError`; every lock in the
+//! bindings is taken through [`locked`], so a poisoned one always reads the same.
 
 use pyo3::exceptions::{
     PyFileExistsError, PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyPermissionError,
@@ -9,6 +11,7 @@ use pyo3::exceptions::{
 };
 use pyo3::PyErr;
 use std::io;
+use std::sync::{Mutex, MutexGuard};
 
 use crate::error::Error;
 
@@ -63,7 +66,17 @@ impl From<Error> for PyErr {
             Error::InvalidArgument(msg) => PyValueError::new_err(msg),
             Error::State(msg) => PyRuntimeError::new_err(msg),
             Error::Interrupted => PyKeyboardInterrupt::new_err("export interrupted"),
-            err @ Error::Panic(_) => PyRuntimeError::new_err(err.to_string()),
+            err @ (Error::Panic(_) | Error::Poisoned(_)) => {
+                PyRuntimeError::new_err(err.to_string())
+            }
         }
     }
+}
+
+/// Locks `mutex`; a lock poisoned by a panic is [`Error::Poisoned`] (`what` names it).
+pub(crate) fn locked<'a, T>(
+    mutex: &'a Mutex<T>,
+    what: &'static str,
+) -> Result<MutexGuard<'a, T>, Error> {
+    mutex.lock().map_err(|_| Error::Poisoned(what))
 }
