@@ -10,17 +10,18 @@
 //! and `lexer` (the strict streaming JSON lexer): `check` (trace rules, `kinetrace check`),
 //! `split` (`kinetrace split` / `filter`, and `keep=` / `split_mb=` at export time);
 //! `recompress` (`kinetrace compress`) needs only `members`.
-//! `kineto` makes the older-torch fallback's stream (Kineto's own writer) strict JSON.
+//! `fallback` streams older torch's own output (Kineto's writer) into place, strict JSON.
+//! `interrupt` is how every wait stays answerable to Ctrl-C.
 //! The Python bindings live in `python` and are compiled only with the `python` feature.
 
 pub mod check;
 pub mod error;
+pub mod fallback;
 pub mod format;
 pub mod fragment;
 pub mod graphs;
 pub mod gzip;
 pub mod interrupt;
-pub mod kineto;
 pub(crate) mod lexer;
 pub(crate) mod members;
 pub mod pipeline;

@@ -3,9 +3,9 @@
 
 mod check;
 mod errors;
+mod fallback;
 mod gzip_writer;
 mod interrupt;
-mod kineto_fallback;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -532,7 +532,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EXTERNAL_ID_EXCLUDED", excluded)?;
     m.add_class::<PyExporter>()?;
     gzip_writer::register(m)?;
-    kineto_fallback::register(m)?;
+    fallback::register(m)?;
     interrupt::register(m)?;
     check::register(m)?;
     m.add_function(wrap_pyfunction!(format_microseconds, m)?)?;
