@@ -44,7 +44,7 @@ impl Validator {
     pub fn start() -> Result<Validator> {
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(8);
         let handle = thread::Builder::new()
-            .name("kinetrace-kineto-check".into())
+            .name("kinetrace-fallback-validator".into())
             .spawn(move || {
                 let reader = BufReader::with_capacity(
                     1 << 16,
