@@ -474,13 +474,8 @@ mod tests {
     }
 
     /// Kineto's part: opens `path` for writing, writes `chunks` (sleeping `pause` after
-    /// each, so that the reader receives them one by one), then closes it after `linger`.
-    fn kineto(
-        path: &Path,
-        chunks: Vec<Vec<u8>>,
-        pause: Duration,
-        linger: Duration,
-    ) -> JoinHandle<io::Result<()>> {
+    /// each, so that the reader receives them one by one), then closes it.
+    fn kineto(path: &Path, chunks: Vec<Vec<u8>>, pause: Duration) -> JoinHandle<io::Result<()>> {
         let path = path.to_path_buf();
         thread::spawn(move || {
             let mut file = OpenOptions::new().write(true).open(&path)?;
@@ -490,7 +485,6 @@ mod tests {
                     thread::sleep(pause);
                 }
             }
-            thread::sleep(linger);
             Ok(())
         })
     }
@@ -552,12 +546,7 @@ mod tests {
         let s = Setup::new("one-chunk");
         let mut stream = s.plain();
         let doc = kineto_doc(3, |i| format!("op{i}"), &s.fifos[0]);
-        join_kineto(kineto(
-            &s.fifos[0],
-            vec![doc.clone()],
-            Duration::ZERO,
-            Duration::ZERO,
-        ));
+        join_kineto(kineto(&s.fifos[0], vec![doc.clone()], Duration::ZERO));
         let stats = stream.finish(&mut within_20s()).unwrap().unwrap();
         let len = doc.len() as u64;
         assert_eq!(
@@ -598,7 +587,7 @@ mod tests {
         ] {
             let mut stream = s.start(&s.dst, encoding, Some(s.rewrite()), &[]);
             // Kineto 2.15 writes `trace.json.tmp` and renames it: the second FIFO.
-            let writer = kineto(&s.fifos[1], chunks.clone(), Duration::ZERO, Duration::ZERO);
+            let writer = kineto(&s.fifos[1], chunks.clone(), Duration::ZERO);
             join_kineto(writer);
             let stats = stream.finish(&mut within_20s()).unwrap().unwrap();
             assert_eq!(stats.events, 8000);
@@ -623,12 +612,7 @@ mod tests {
         let mut stream = s.plain();
         // One byte a write, a pause after each: every quote is judged at a read boundary.
         let chunks = doc.chunks(1).map(<[u8]>::to_vec).collect();
-        join_kineto(kineto(
-            &s.fifos[0],
-            chunks,
-            Duration::from_micros(50),
-            Duration::ZERO,
-        ));
+        join_kineto(kineto(&s.fifos[0], chunks, Duration::from_micros(50)));
         let stats = stream.finish(&mut within_20s()).unwrap().unwrap();
         assert_eq!(stats.events, 4);
         let trace = parse(&fs::read(&s.dst).unwrap());
@@ -672,7 +656,7 @@ mod tests {
             let mut stream = s.start(&s.dst, Encoding::Plain, Some(s.rewrite()), &metadata);
             let chunks = vec![doc[..cut].to_vec(), doc[cut..].to_vec()];
             let pause = Duration::from_millis(20);
-            join_kineto(kineto(&s.fifos[0], chunks, pause, Duration::ZERO));
+            join_kineto(kineto(&s.fifos[0], chunks, pause));
             stream.finish(&mut within_20s()).unwrap().unwrap();
             let trace = parse(&fs::read(&s.dst).unwrap());
             assert_eq!(trace["traceName"], "out.json", "cut at {cut}");
@@ -686,13 +670,8 @@ mod tests {
         let s = Setup::new("two-writers");
         let mut stream = s.plain();
         let doc = kineto_doc(2, |i| format!("op{i}"), &s.fifos[0]);
-        let first = kineto(
-            &s.fifos[0],
-            vec![doc.clone()],
-            Duration::ZERO,
-            Duration::ZERO,
-        );
-        let second = kineto(&s.fifos[1], vec![doc], Duration::ZERO, Duration::ZERO);
+        let first = kineto(&s.fifos[0], vec![doc.clone()], Duration::ZERO);
+        let second = kineto(&s.fifos[1], vec![doc], Duration::ZERO);
         join_kineto(first);
         join_kineto(second);
         let err = stream.finish(&mut within_20s()).unwrap_err().to_string();
@@ -718,12 +697,7 @@ mod tests {
         let half = doc[..doc.len() / 2].to_vec();
         for drop_it in [false, true] {
             let mut stream = s.plain();
-            join_kineto(kineto(
-                &s.fifos[0],
-                vec![half.clone()],
-                Duration::ZERO,
-                Duration::ZERO,
-            ));
+            join_kineto(kineto(&s.fifos[0], vec![half.clone()], Duration::ZERO));
             s.wait_for_claim(&stream);
             if drop_it {
                 drop(stream);
@@ -740,27 +714,30 @@ mod tests {
         let s = Setup::new("interrupted");
         let doc = kineto_doc(100, |i| format!("op{i}"), &s.fifos[0]);
         let mut stream = s.plain();
-        // Kineto still holds its FIFO open: the readers cannot be done yet.
-        let linger = Duration::from_millis(300);
-        let writer = kineto(
-            &s.fifos[0],
-            vec![doc[..100].to_vec()],
-            Duration::ZERO,
-            linger,
-        );
+        // Kineto writes part of the trace and holds its FIFO open until the interrupt:
+        // the readers cannot be done before it.
+        let (release, released) = mpsc::channel::<()>();
+        let path = s.fifos[0].clone();
+        let part = doc[..100].to_vec();
+        let writer = thread::spawn(move || -> io::Result<()> {
+            let mut file = OpenOptions::new().write(true).open(&path)?;
+            file.write_all(&part)?;
+            let _ = released.recv();
+            Ok(())
+        });
         s.wait_for_claim(&stream);
         let mut asked = 0;
         let mut interrupted = || {
             asked += 1;
+            let _ = release.send(());
             Err(Error::Interrupted)
         };
         let err = stream.finish(&mut interrupted).unwrap_err();
         assert!(matches!(err, Error::Interrupted), "{err}");
         assert_eq!(asked, 1);
-        // The readers were joined (so Kineto's writer is gone) and the output removed.
-        assert!(writer.is_finished());
-        join_kineto(writer);
+        // `finish` returned after the readers were joined and the output removed.
         assert!(s.outputs().is_empty(), "{:?}", s.outputs());
+        join_kineto(writer);
     }
 
     #[cfg(target_os = "linux")]
@@ -776,7 +753,7 @@ mod tests {
         );
         let chunks = doc.chunks(64 << 10).map(<[u8]>::to_vec).collect();
         // Completes only if the reader keeps reading after its output failed.
-        join_kineto(kineto(&s.fifos[0], chunks, Duration::ZERO, Duration::ZERO));
+        join_kineto(kineto(&s.fifos[0], chunks, Duration::ZERO));
         match stream.finish(&mut within_20s()) {
             Err(Error::Io { source, .. }) => {
                 assert_eq!(source.raw_os_error(), Some(libc::ENOSPC), "{source}")
@@ -791,12 +768,7 @@ mod tests {
         let mut stream = s.plain();
         let mut doc = kineto_doc(3, |i| format!("op{i}"), &s.fifos[0]);
         doc.extend_from_slice(b"}\n");
-        join_kineto(kineto(
-            &s.fifos[0],
-            vec![doc],
-            Duration::ZERO,
-            Duration::ZERO,
-        ));
+        join_kineto(kineto(&s.fifos[0], vec![doc], Duration::ZERO));
         let err = stream.finish(&mut within_20s()).unwrap_err().to_string();
         assert!(err.contains("not strict JSON"), "{err}");
         assert!(s.outputs().is_empty(), "{:?}", s.outputs());
