@@ -13,7 +13,7 @@
 //! [`Input::event`] is set, the index in `traceEvents`), or [`Stop::Fatal`] for an I/O
 //! failure or a stop asked by the progress callback.
 
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
 use crate::error::{Error, Result};
 use crate::members::Source;
@@ -223,14 +223,47 @@ impl<'a, R: BufRead> Input<'a, R> {
         self.base += self.len as u64;
         self.pos = 0;
         self.len = 0;
+        self.read_more()?;
+        Ok(self.len > 0)
+    }
+
+    /// Makes at least `want` bytes (at most the buffer's size) readable from the position
+    /// without a refill, fewer only at the end of the input: moves the unread bytes to the
+    /// front of the buffer and reads more after them. Not while recording.
+    #[inline]
+    pub(crate) fn ensure(&mut self, want: usize) -> PResult<()> {
+        if self.len - self.pos >= want || self.eof {
+            return Ok(());
+        }
+        self.refill_to(want)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refill_to(&mut self, want: usize) -> PResult<()> {
+        debug_assert!(self.capture.is_none());
+        self.buf.copy_within(self.pos..self.len, 0);
+        self.base += self.pos as u64;
+        self.len -= self.pos;
+        self.pos = 0;
+        let want = want.min(self.buf.len());
+        while self.len < want && !self.eof {
+            self.read_more()?;
+        }
+        Ok(())
+    }
+
+    /// Reads once into the free end of the buffer (setting `eof` at the end of the input),
+    /// and calls the progress callback when it is due.
+    fn read_more(&mut self) -> PResult<()> {
         loop {
-            match self.inner.read(&mut self.buf) {
+            match self.inner.read(&mut self.buf[self.len..]) {
                 Ok(0) => {
                     self.eof = true;
-                    return Ok(false);
+                    return Ok(());
                 }
                 Ok(n) => {
-                    self.len = n;
+                    self.len += n;
                     break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -238,7 +271,8 @@ impl<'a, R: BufRead> Input<'a, R> {
                     return Err(Stop::Fatal(Error::io("cannot read", e)));
                 }
                 Err(e) => {
-                    return Err(self.fail(format!("corrupt gzip data: {e}")));
+                    let at = self.base + self.len as u64;
+                    return Err(self.fail_at(at, format!("corrupt gzip data: {e}")));
                 }
             }
         }
@@ -247,6 +281,26 @@ impl<'a, R: BufRead> Input<'a, R> {
             self.next_progress = done + PROGRESS_EVERY;
             (self.progress)(done).map_err(Stop::Fatal)?;
         }
+        Ok(())
+    }
+
+    /// Moves to `offset` of a plain (not gzip) input, dropping what is buffered; false for
+    /// gzip input, which cannot be read from the middle. Not while recording.
+    pub(crate) fn seek_plain(&mut self, offset: u64) -> PResult<bool>
+    where
+        R: Seek,
+    {
+        debug_assert!(self.capture.is_none());
+        let Source::Plain(reader) = &mut self.inner else {
+            return Ok(false);
+        };
+        reader
+            .seek(SeekFrom::Start(offset))
+            .map_err(|e| Stop::Fatal(Error::io("cannot read", e)))?;
+        self.base = offset;
+        self.pos = 0;
+        self.len = 0;
+        self.eof = false;
         Ok(true)
     }
 

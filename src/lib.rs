@@ -16,6 +16,7 @@
 
 pub mod check;
 pub mod error;
+pub(crate) mod events;
 pub mod fallback;
 pub mod format;
 pub mod fragment;
@@ -27,6 +28,7 @@ pub(crate) mod members;
 pub mod pipeline;
 pub mod recompress;
 pub mod render;
+pub(crate) mod scan;
 pub mod sink;
 pub mod split;
 pub mod trace;

@@ -37,12 +37,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::lexer::{Input, Kind, PResult, Stop, BUF_SIZE};
-use crate::members::Source;
+use crate::events::{read_trace, Event, Visitor};
 use crate::sink::{Encoding, Sink};
 
 /// Most cells of the split's time histogram.
@@ -53,9 +52,6 @@ pub(crate) const MAX_KEPT_TEXT: usize = 64 << 20;
 
 /// Most parts of a split (the names have three digits).
 pub const MAX_PARTS: usize = 999;
-
-/// Deepest nesting accepted in the input.
-const MAX_DEPTH: usize = 512;
 
 /// Write buffer of each part during a split.
 const PART_BUFFER: usize = 64 << 10;
@@ -133,280 +129,6 @@ impl FilterSpec {
         } else {
             true
         }
-    }
-}
-
-/// One event as read, with its raw text.
-pub(crate) struct Event<'a> {
-    raw: &'a [u8],
-    ph: &'a [u8],
-    cat: Option<&'a str>,
-    name: &'a [u8],
-    /// `pid` and (`pid`, `tid`) as type-tagged keys (`1` and `"1"` differ).
-    pid_key: &'a [u8],
-    thread_key: &'a [u8],
-    /// Length of the text of `pid` inside `pid_key` (after the tag byte).
-    ts: Option<f64>,
-    dur: Option<f64>,
-    /// (`cat`, `id`) of a flow end, type-tagged.
-    flow_key: Option<&'a [u8]>,
-}
-
-impl Event<'_> {
-    fn pid_text(&self) -> &[u8] {
-        self.pid_key.get(1..).unwrap_or(b"")
-    }
-
-    fn is_metadata(&self) -> bool {
-        self.ph == b"M"
-    }
-
-    /// Metadata about a thread (as opposed to its process).
-    fn is_thread_metadata(&self) -> bool {
-        self.name.starts_with(b"thread_")
-    }
-
-    fn is_flow(&self) -> bool {
-        self.flow_key.is_some()
-    }
-}
-
-/// What reading a trace reports to its user.
-pub(crate) trait Visitor {
-    /// A top-level member other than `traceEvents` (`raw` is `"key": value` as written).
-    fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()>;
-    /// One element of `traceEvents`.
-    fn event(&mut self, ev: &Event<'_>) -> Result<()>;
-}
-
-/// The fields of an event being read (reused).
-#[derive(Default)]
-struct Fields {
-    key: Vec<u8>,
-    ph: Vec<u8>,
-    cat: Vec<u8>,
-    name: Vec<u8>,
-    pid: Vec<u8>,
-    tid: Vec<u8>,
-    ts: Vec<u8>,
-    dur: Vec<u8>,
-    id: Vec<u8>,
-    pid_key: Vec<u8>,
-    thread_key: Vec<u8>,
-    flow_key: Vec<u8>,
-}
-
-fn tag(kind: Kind) -> u8 {
-    if kind == Kind::Str {
-        b's'
-    } else {
-        b'n'
-    }
-}
-
-fn number(kind: Kind, text: &[u8]) -> Option<f64> {
-    if kind != Kind::Num {
-        return None;
-    }
-    std::str::from_utf8(text)
-        .ok()?
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-}
-
-/// Reads a trace from `inp`, telling `v` about the header and every event.
-fn walk<R: BufRead>(inp: &mut Input<'_, R>, v: &mut dyn Visitor) -> PResult<()> {
-    let Some(b) = inp.skip_ws()? else {
-        return Err(inp.fail("empty file (expected a JSON object with \"traceEvents\")"));
-    };
-    if b != b'{' {
-        return Err(inp.fail("not a trace: the top level is not a JSON object"));
-    }
-    inp.pos += 1;
-    let mut f = Fields::default();
-    let mut seen_events = false;
-    let mut b = inp.ws_expect("a key or '}'")?;
-    if b != b'}' {
-        loop {
-            inp.start_capture();
-            inp.key(b, &mut f.key)?;
-            if f.key == b"traceEvents" {
-                inp.end_capture();
-                if seen_events {
-                    return Err(inp.fail("duplicate key \"traceEvents\""));
-                }
-                seen_events = true;
-                if inp.peek()? != Some(b'[') {
-                    return Err(inp.fail("not a trace: \"traceEvents\" is not an array"));
-                }
-                events(inp, &mut f, v)?;
-            } else {
-                inp.value(1, None)?;
-                let raw = inp.end_capture();
-                v.header(&f.key, raw, seen_events).map_err(Stop::Fatal)?;
-            }
-            b = inp.ws_expect("',' or '}'")?;
-            match b {
-                b',' => {
-                    inp.pos += 1;
-                    b = inp.after_comma(b'}', "a key")?;
-                }
-                b'}' => break,
-                _ => return Err(inp.fail("expected ',' or '}' after a top-level value")),
-            }
-        }
-    }
-    inp.pos += 1;
-    if !seen_events {
-        return Err(inp.fail("not a trace: no \"traceEvents\" key in the top-level object"));
-    }
-    match inp.skip_ws()? {
-        None => Ok(()),
-        Some(_) => Err(inp.fail("extra data after the top-level value")),
-    }
-}
-
-fn events<R: BufRead>(inp: &mut Input<'_, R>, f: &mut Fields, v: &mut dyn Visitor) -> PResult<()> {
-    inp.pos += 1;
-    let mut b = inp.ws_expect("an event or ']'")?;
-    if b == b']' {
-        inp.pos += 1;
-        return Ok(());
-    }
-    let mut index = 0u64;
-    loop {
-        inp.event = Some(index);
-        event(inp, f, b, v)?;
-        index += 1;
-        b = inp.ws_expect("',' or ']'")?;
-        match b {
-            b',' => {
-                inp.pos += 1;
-                b = inp.after_comma(b']', "an event")?;
-            }
-            b']' => break,
-            _ => return Err(inp.fail("expected ',' or ']' after an event")),
-        }
-    }
-    inp.pos += 1;
-    inp.event = None;
-    Ok(())
-}
-
-fn event<R: BufRead>(
-    inp: &mut Input<'_, R>,
-    f: &mut Fields,
-    first: u8,
-    v: &mut dyn Visitor,
-) -> PResult<()> {
-    if first != b'{' {
-        let k = inp.value(2, None)?;
-        return Err(inp.fail(format!(
-            "not a trace: the event is {}, not an object",
-            k.describe()
-        )));
-    }
-    let start = inp.offset();
-    inp.start_capture();
-    inp.pos += 1;
-    let mut kinds = [Kind::Missing; 8];
-    let mut b = inp.ws_expect("a key or '}'")?;
-    if b != b'}' {
-        loop {
-            inp.key(b, &mut f.key)?;
-            let (slot, buf) = match f.key.as_slice() {
-                b"ph" => (0, Some(&mut f.ph)),
-                b"cat" => (1, Some(&mut f.cat)),
-                b"name" => (2, Some(&mut f.name)),
-                b"pid" => (3, Some(&mut f.pid)),
-                b"tid" => (4, Some(&mut f.tid)),
-                b"ts" => (5, Some(&mut f.ts)),
-                b"dur" => (6, Some(&mut f.dur)),
-                b"id" => (7, Some(&mut f.id)),
-                _ => (usize::MAX, None),
-            };
-            let k = inp.value(3, buf)?;
-            if slot != usize::MAX {
-                kinds[slot] = k;
-            }
-            b = inp.ws_expect("',' or '}'")?;
-            match b {
-                b',' => {
-                    inp.pos += 1;
-                    b = inp.after_comma(b'}', "a key")?;
-                }
-                b'}' => break,
-                _ => return Err(inp.fail("expected ',' or '}' in an event")),
-            }
-        }
-    }
-    inp.pos += 1;
-    let [ph, cat, name, pid, tid, ts, dur, id] = kinds;
-    if ph != Kind::Str {
-        return Err(inp.fail_at(start, "not a trace: the event has no string \"ph\""));
-    }
-    f.pid_key.clear();
-    if matches!(pid, Kind::Str | Kind::Num) {
-        f.pid_key.push(tag(pid));
-        f.pid_key.extend_from_slice(&f.pid);
-    }
-    f.thread_key.clear();
-    f.thread_key.extend_from_slice(&f.pid_key);
-    f.thread_key.push(0);
-    if matches!(tid, Kind::Str | Kind::Num) {
-        f.thread_key.push(tag(tid));
-        f.thread_key.extend_from_slice(&f.tid);
-    }
-    let is_flow = matches!(f.ph.as_slice(), b"s" | b"t" | b"f") && id != Kind::Missing;
-    if is_flow {
-        f.flow_key.clear();
-        f.flow_key
-            .extend_from_slice(&(f.cat.len() as u32).to_le_bytes());
-        f.flow_key.extend_from_slice(&f.cat);
-        f.flow_key.push(tag(id));
-        f.flow_key.extend_from_slice(&f.id);
-    }
-    let raw = inp.end_capture();
-    let ev = Event {
-        raw,
-        ph: &f.ph,
-        cat: if cat == Kind::Str {
-            std::str::from_utf8(&f.cat).ok()
-        } else {
-            None
-        },
-        name: if name == Kind::Str { &f.name } else { b"" },
-        pid_key: &f.pid_key,
-        thread_key: &f.thread_key,
-        ts: number(ts, &f.ts),
-        dur: number(dur, &f.dur),
-        flow_key: if is_flow { Some(&f.flow_key) } else { None },
-    };
-    v.event(&ev).map_err(Stop::Fatal)
-}
-
-/// Reads the trace at `path` once, telling `v` about it. Errors name the file and the
-/// offset in the decompressed JSON.
-fn read_trace(
-    path: &Path,
-    v: &mut dyn Visitor,
-    progress: &mut dyn FnMut(u64) -> Result<()>,
-) -> Result<u64> {
-    let file =
-        File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
-    let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file))
-        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
-    let mut inp = Input::new(source, progress, MAX_DEPTH);
-    match walk(&mut inp, v) {
-        Ok(()) => Ok(inp.offset()),
-        Err(Stop::Invalid(msg)) => {
-            Err(Error::InvalidArgument(format!("{}: {msg}", path.display())))
-        }
-        Err(Stop::Fatal(Error::Io { context, source })) if context == "cannot read" => {
-            Err(Error::io(format!("cannot read {}", path.display()), source))
-        }
-        Err(Stop::Fatal(e)) => Err(e),
     }
 }
 
@@ -1314,6 +1036,7 @@ pub fn split(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lexer::BUF_SIZE;
     use crate::testing::scratch;
     use serde_json::Value;
     use std::collections::BTreeMap;

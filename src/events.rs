@@ -1,0 +1,1005 @@
+//! The events of a trace file, read in order: the top-level members other than
+//! `traceEvents` (the *header*) and each element of `traceEvents` (an *event*), told to a
+//! [`Visitor`] with the event's raw text and the fields `split` and `filter` decide on.
+//!
+//! Reading is strict (the rules of [`crate::lexer`]) and streamed: `.json` or gzip with any
+//! number of members, in bounded memory. Each event is scanned by the fast path of
+//! [`crate::scan`] when it can be, else read by the lexer, which reports what is wrong with
+//! it, naming the offset in the decompressed JSON and the event's index.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::lexer::{Input, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
+use crate::members::Source;
+use crate::scan::{self, Scanner};
+
+/// Deepest nesting accepted in the input.
+const MAX_DEPTH: usize = 512;
+
+/// One event as read, with its raw text.
+pub(crate) struct Event<'a> {
+    pub(crate) raw: &'a [u8],
+    pub(crate) ph: &'a [u8],
+    pub(crate) cat: Option<&'a str>,
+    pub(crate) name: &'a [u8],
+    /// `pid` and (`pid`, `tid`) as type-tagged keys (`1` and `"1"` differ).
+    pub(crate) pid_key: &'a [u8],
+    pub(crate) thread_key: &'a [u8],
+    /// `ts` and `dur` in µs, when they are finite numbers.
+    pub(crate) ts: Option<f64>,
+    pub(crate) dur: Option<f64>,
+    /// (`cat`, `id`) of a flow end, type-tagged.
+    pub(crate) flow_key: Option<&'a [u8]>,
+}
+
+impl Event<'_> {
+    pub(crate) fn pid_text(&self) -> &[u8] {
+        self.pid_key.get(1..).unwrap_or(b"")
+    }
+
+    pub(crate) fn is_metadata(&self) -> bool {
+        self.ph == b"M"
+    }
+
+    /// Metadata about a thread (as opposed to its process).
+    pub(crate) fn is_thread_metadata(&self) -> bool {
+        self.name.starts_with(b"thread_")
+    }
+
+    pub(crate) fn is_flow(&self) -> bool {
+        self.flow_key.is_some()
+    }
+}
+
+/// What reading a trace reports to its user.
+pub(crate) trait Visitor {
+    /// A top-level member other than `traceEvents` (`raw` is `"key": value` as written).
+    fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()>;
+    /// One element of `traceEvents`.
+    fn event(&mut self, ev: &Event<'_>) -> Result<()>;
+}
+
+/// The text of the fields an event is read for, as the lexer decodes them (reused).
+#[derive(Default)]
+struct Texts {
+    key: Vec<u8>,
+    fields: [Vec<u8>; 8],
+}
+
+/// The keys an event is grouped by, built from its fields (reused).
+#[derive(Default)]
+struct Keys {
+    pid_key: Vec<u8>,
+    thread_key: Vec<u8>,
+    flow_key: Vec<u8>,
+}
+
+/// What was read of the fields named in [`field_slot`]: their kind and text (a string's
+/// decoded text, a number's or a boolean's as written, nothing for other kinds).
+type FieldTexts<'a> = [(Kind, &'a [u8]); 8];
+
+/// Where a field of an event goes in [`FieldTexts`], if it is one that is read.
+#[inline]
+fn field_slot(key: &[u8]) -> Option<usize> {
+    Some(match key {
+        b"ph" => 0,
+        b"cat" => 1,
+        b"name" => 2,
+        b"pid" => 3,
+        b"tid" => 4,
+        b"ts" => 5,
+        b"dur" => 6,
+        b"id" => 7,
+        _ => return None,
+    })
+}
+
+fn tag(kind: Kind) -> u8 {
+    if kind == Kind::Str {
+        b's'
+    } else {
+        b'n'
+    }
+}
+
+fn number(kind: Kind, text: &[u8]) -> Option<f64> {
+    if kind != Kind::Num {
+        return None;
+    }
+    std::str::from_utf8(text)
+        .ok()?
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+}
+
+/// The input of [`read_trace`].
+type FileInput<'a> = Input<'a, BufReader<File>>;
+
+/// Reads a trace from `inp`, telling `v` about the header and every event.
+fn walk(
+    inp: &mut FileInput<'_>,
+    v: &mut dyn Visitor,
+    chunked: Option<&Chunked<'_>>,
+) -> PResult<()> {
+    let Some(b) = inp.skip_ws()? else {
+        return Err(inp.fail("empty file (expected a JSON object with \"traceEvents\")"));
+    };
+    if b != b'{' {
+        return Err(inp.fail("not a trace: the top level is not a JSON object"));
+    }
+    inp.pos += 1;
+    let mut t = Texts::default();
+    let mut seen_events = false;
+    let mut b = inp.ws_expect("a key or '}'")?;
+    if b != b'}' {
+        loop {
+            inp.start_capture();
+            inp.key(b, &mut t.key)?;
+            if t.key == b"traceEvents" {
+                inp.end_capture();
+                if seen_events {
+                    return Err(inp.fail("duplicate key \"traceEvents\""));
+                }
+                seen_events = true;
+                if inp.peek()? != Some(b'[') {
+                    return Err(inp.fail("not a trace: \"traceEvents\" is not an array"));
+                }
+                events(inp, &mut t, v, chunked)?;
+            } else {
+                inp.value(1, None)?;
+                let raw = inp.end_capture();
+                v.header(&t.key, raw, seen_events).map_err(Stop::Fatal)?;
+            }
+            b = inp.ws_expect("',' or '}'")?;
+            match b {
+                b',' => {
+                    inp.pos += 1;
+                    b = inp.after_comma(b'}', "a key")?;
+                }
+                b'}' => break,
+                _ => return Err(inp.fail("expected ',' or '}' after a top-level value")),
+            }
+        }
+    }
+    inp.pos += 1;
+    if !seen_events {
+        return Err(inp.fail("not a trace: no \"traceEvents\" key in the top-level object"));
+    }
+    match inp.skip_ws()? {
+        None => Ok(()),
+        Some(_) => Err(inp.fail("extra data after the top-level value")),
+    }
+}
+
+/// At the `[` of `traceEvents`: reads its events, in parallel chunks when `chunked` is given
+/// (see "Reading in parallel" below), and leaves the position after the closing `]`.
+fn events(
+    inp: &mut FileInput<'_>,
+    t: &mut Texts,
+    v: &mut dyn Visitor,
+    chunked: Option<&Chunked<'_>>,
+) -> PResult<()> {
+    inp.pos += 1;
+    let b = inp.ws_expect("an event or ']'")?;
+    if b == b']' {
+        inp.pos += 1;
+        return Ok(());
+    }
+    let mut keys = Keys::default();
+    match chunked {
+        Some(chunked) => chunked.read_events(inp, t, &mut keys, v),
+        None => read_events(inp, t, &mut keys, v, 0, &mut |_| false).map(|_| ()),
+    }
+}
+
+/// Where a run of the lexer over `traceEvents` stopped.
+enum Stopped {
+    /// After the closing `]`.
+    Closed,
+    /// At the first byte of the event with this index.
+    At(u64),
+}
+
+/// Reads events with the lexer (through the fast scanner where it can) from the position,
+/// the first byte of the event with index `index`, up to the closing `]` (the position is left
+/// after it), or up to the first byte of an event whose offset `stop_at` accepts.
+fn read_events<R: BufRead>(
+    inp: &mut Input<'_, R>,
+    t: &mut Texts,
+    keys: &mut Keys,
+    v: &mut dyn Visitor,
+    mut index: u64,
+    stop_at: &mut dyn FnMut(u64) -> bool,
+) -> PResult<Stopped> {
+    let mut b = inp.ws_expect("an event")?;
+    loop {
+        inp.event = Some(index);
+        if !fast_event(inp, keys, v)? {
+            event(inp, t, keys, b, v)?;
+        }
+        index += 1;
+        b = inp.ws_expect("',' or ']'")?;
+        match b {
+            b',' => {
+                inp.pos += 1;
+                b = inp.after_comma(b']', "an event")?;
+                if stop_at(inp.offset()) {
+                    inp.event = None;
+                    return Ok(Stopped::At(index));
+                }
+            }
+            b']' => {
+                inp.pos += 1;
+                inp.event = None;
+                return Ok(Stopped::Closed);
+            }
+            _ => return Err(inp.fail("expected ',' or ']' after an event")),
+        }
+    }
+}
+
+/// Reads the event at the position with the fast scanner ([`crate::scan`]) when it lies
+/// whole within the next [`scan::WINDOW`] bytes and needs no decoding; false, with nothing
+/// read, when the lexer must read it (and report what is wrong with it, if anything).
+#[inline]
+fn fast_event<R: BufRead>(
+    inp: &mut Input<'_, R>,
+    keys: &mut Keys,
+    v: &mut dyn Visitor,
+) -> PResult<bool> {
+    inp.ensure(scan::WINDOW)?;
+    let buf = &inp.buf[inp.pos..inp.len];
+    let Some((len, spans)) = scan_event(buf) else {
+        return Ok(false);
+    };
+    let raw = &buf[..len];
+    let Ok(ev) = make_event(raw, texts(raw, &spans), keys) else {
+        return Ok(false);
+    };
+    v.event(&ev).map_err(Stop::Fatal)?;
+    inp.pos += len;
+    Ok(true)
+}
+
+/// Where the fields of an event are: (kind, start, end) of each slot's text, relative to the
+/// event's first byte.
+type FieldSpans = [(Kind, u32, u32); 8];
+
+/// The fields of the event `raw` whose spans are given.
+#[inline]
+fn texts<'a>(raw: &'a [u8], spans: &FieldSpans) -> FieldTexts<'a> {
+    spans.map(|(kind, start, end)| (kind, &raw[start as usize..end as usize]))
+}
+
+/// Scans the event object at the start of `buf`: its length and fields, or `None` when the
+/// lexer must read it (see [`crate::scan`]).
+#[inline]
+fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
+    let mut spans: FieldSpans = [(Kind::Missing, 0, 0); 8];
+    if buf.first() != Some(&b'{') || buf.len() > u32::MAX as usize {
+        return None;
+    }
+    let mut s = Scanner::new(buf);
+    s.pos = 1;
+    if s.ws()? == b'}' {
+        return Some((s.pos + 1, spans));
+    }
+    loop {
+        let key = s.key()?;
+        if !key.plain {
+            return None;
+        }
+        let slot = field_slot(&buf[key.start..key.end]);
+        let first = s.ws()?;
+        let start = s.pos;
+        if first == b'"' {
+            let text = s.string()?;
+            if let Some(slot) = slot {
+                if !text.plain {
+                    return None;
+                }
+                let end = text.end.min(text.start + STRING_CAP);
+                spans[slot] = (Kind::Str, text.start as u32, end as u32);
+            }
+        } else {
+            let kind = s.value(2)?;
+            if let Some(slot) = slot {
+                let end = match kind {
+                    Kind::Num | Kind::Bool => s.pos.min(start + STRING_CAP),
+                    _ => start,
+                };
+                spans[slot] = (kind, start as u32, end as u32);
+            }
+        }
+        match s.ws()? {
+            b',' => s.pos += 1,
+            b'}' => return Some((s.pos + 1, spans)),
+            _ => return None,
+        }
+    }
+}
+
+/// The event with text `raw` and the given fields; the error says why it is not a trace
+/// event.
+fn make_event<'a>(
+    raw: &'a [u8],
+    fields: FieldTexts<'a>,
+    keys: &'a mut Keys,
+) -> std::result::Result<Event<'a>, &'static str> {
+    let [(ph_kind, ph), (cat_kind, cat), (name_kind, name), (pid_kind, pid), (tid_kind, tid), (ts_kind, ts), (dur_kind, dur), (id_kind, id)] =
+        fields;
+    if ph_kind != Kind::Str {
+        return Err("not a trace: the event has no string \"ph\"");
+    }
+    keys.pid_key.clear();
+    if matches!(pid_kind, Kind::Str | Kind::Num) {
+        keys.pid_key.push(tag(pid_kind));
+        keys.pid_key.extend_from_slice(pid);
+    }
+    keys.thread_key.clear();
+    keys.thread_key.extend_from_slice(&keys.pid_key);
+    keys.thread_key.push(0);
+    if matches!(tid_kind, Kind::Str | Kind::Num) {
+        keys.thread_key.push(tag(tid_kind));
+        keys.thread_key.extend_from_slice(tid);
+    }
+    let is_flow = matches!(ph, b"s" | b"t" | b"f") && id_kind != Kind::Missing;
+    if is_flow {
+        keys.flow_key.clear();
+        keys.flow_key
+            .extend_from_slice(&(cat.len() as u32).to_le_bytes());
+        keys.flow_key.extend_from_slice(cat);
+        keys.flow_key.push(tag(id_kind));
+        keys.flow_key.extend_from_slice(id);
+    }
+    let keys: &'a Keys = keys;
+    Ok(Event {
+        raw,
+        ph,
+        cat: if cat_kind == Kind::Str {
+            std::str::from_utf8(cat).ok()
+        } else {
+            None
+        },
+        name: if name_kind == Kind::Str { name } else { b"" },
+        pid_key: &keys.pid_key,
+        thread_key: &keys.thread_key,
+        ts: number(ts_kind, ts),
+        dur: number(dur_kind, dur),
+        flow_key: if is_flow { Some(&keys.flow_key) } else { None },
+    })
+}
+
+/// Reads the event at the position with the lexer (`first` is its first byte).
+fn event<R: BufRead>(
+    inp: &mut Input<'_, R>,
+    t: &mut Texts,
+    keys: &mut Keys,
+    first: u8,
+    v: &mut dyn Visitor,
+) -> PResult<()> {
+    if first != b'{' {
+        let k = inp.value(2, None)?;
+        return Err(inp.fail(format!(
+            "not a trace: the event is {}, not an object",
+            k.describe()
+        )));
+    }
+    let start = inp.offset();
+    inp.start_capture();
+    inp.pos += 1;
+    let mut kinds = [Kind::Missing; 8];
+    let mut b = inp.ws_expect("a key or '}'")?;
+    if b != b'}' {
+        loop {
+            inp.key(b, &mut t.key)?;
+            let slot = field_slot(&t.key);
+            let k = inp.value(3, slot.map(|i| &mut t.fields[i]))?;
+            if let Some(i) = slot {
+                kinds[i] = k;
+            }
+            b = inp.ws_expect("',' or '}'")?;
+            match b {
+                b',' => {
+                    inp.pos += 1;
+                    b = inp.after_comma(b'}', "a key")?;
+                }
+                b'}' => break,
+                _ => return Err(inp.fail("expected ',' or '}' in an event")),
+            }
+        }
+    }
+    inp.pos += 1;
+    let mut fields: FieldTexts = [(Kind::Missing, b""); 8];
+    for (i, slot) in fields.iter_mut().enumerate() {
+        if kinds[i] != Kind::Missing {
+            *slot = (kinds[i], &t.fields[i]);
+        }
+    }
+    let raw = inp.end_capture();
+    match make_event(raw, fields, keys) {
+        Ok(ev) => v.event(&ev).map_err(Stop::Fatal),
+        Err(msg) => Err(inp.fail_at(start, msg)),
+    }
+}
+
+/// Reads the trace at `path` once, telling `v` about it. Errors name the file and the
+/// offset in the decompressed JSON.
+pub(crate) fn read_trace(
+    path: &Path,
+    v: &mut dyn Visitor,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<u64> {
+    read_trace_with(path, v, progress, ReadOptions::default())
+}
+
+/// [`read_trace`] with the given way of reading.
+pub(crate) fn read_trace_with(
+    path: &Path,
+    v: &mut dyn Visitor,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+    options: ReadOptions,
+) -> Result<u64> {
+    let cannot_read = |e| Error::io(format!("cannot read {}", path.display()), e);
+    let file =
+        File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    let shared = file.try_clone().map_err(cannot_read)?;
+    let len = shared.metadata().map_err(cannot_read)?.len();
+    let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file)).map_err(cannot_read)?;
+    let chunked = Chunked::new(&shared, len, &source, options);
+    let mut inp = Input::new(source, progress, MAX_DEPTH);
+    match walk(&mut inp, v, chunked.as_ref()) {
+        Ok(()) => Ok(inp.offset()),
+        Err(Stop::Invalid(msg)) => {
+            Err(Error::InvalidArgument(format!("{}: {msg}", path.display())))
+        }
+        Err(Stop::Fatal(Error::Io { context, source })) if context == "cannot read" => {
+            Err(cannot_read(source))
+        }
+        Err(Stop::Fatal(e)) => Err(e),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading in parallel
+// ---------------------------------------------------------------------------------------
+//
+// Scanning is most of the work of reading a trace, and a plain `.json` file can be read
+// from any offset. A raw newline is never inside a JSON string (strict JSON escapes it),
+// so the first byte after `,`, a newline and whitespace, if it is `{`, very likely starts
+// an event: such *sync points* cut `traceEvents` into chunks of about
+// [`ReadOptions::chunk`] bytes. Worker threads scan one chunk each with the fast scanner
+// into an index of its events; the reading thread tells the visitor about them in order,
+// so visitors see exactly what a sequential read shows them.
+//
+// A chunk is used only when the events before it end exactly at its start: the first
+// chunk starts at the first event, and a chunk whose events all scanned ends where the
+// next one starts. So what a worker assumed about its start is checked before its events
+// are used. Where a worker could not scan an event (the scanner gave up on it, or a sync
+// point was not the start of an event after all), the reading thread reads on from that
+// event with the lexer, as a sequential read would (so errors are the same too), until it
+// lands on the start of a later chunk, and uses the chunks from there.
+//
+// Memory: at most `threads + 2` chunks (each at most 4 chunk sizes plus [`SYNC_SEARCH`],
+// with an index of about 100 bytes per event) are in flight.
+
+/// Bytes per chunk of a parallel read.
+const CHUNK: usize = 4 << 20;
+
+/// Most scanning threads.
+const MAX_THREADS: usize = 8;
+
+/// Bytes searched for a sync point after a chunk's nominal end.
+const SYNC_SEARCH: u64 = 256 << 10;
+
+/// How a trace file is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadOptions {
+    /// Threads scanning chunks of a plain `.json` file (below 2: read by one thread).
+    pub(crate) threads: usize,
+    /// Bytes per chunk.
+    pub(crate) chunk: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        ReadOptions {
+            threads: threads.min(MAX_THREADS),
+            chunk: CHUNK,
+        }
+    }
+}
+
+/// One event of a scanned chunk: where it is in the chunk, and its fields.
+struct Indexed {
+    start: u32,
+    len: u32,
+    spans: FieldSpans,
+}
+
+/// How the scan of a chunk ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkEnd {
+    /// After the `,` (and whitespace) that follows its last event: the next event starts
+    /// at the chunk's end.
+    Next,
+    /// At the `]` closing `traceEvents` (its offset in the chunk).
+    Closed(usize),
+    /// At an event the scanner could not read (its offset in the chunk).
+    Unsure(usize),
+}
+
+/// A chunk as a worker scanned it.
+struct Chunk {
+    start: u64,
+    text: Vec<u8>,
+    events: Vec<Indexed>,
+    end: ChunkEnd,
+}
+
+/// Scans the events of a chunk, which starts at the first byte of an event.
+fn scan_chunk(text: &[u8]) -> (Vec<Indexed>, ChunkEnd) {
+    let mut events = Vec::with_capacity(text.len() / 256);
+    let mut s = Scanner::new(text);
+    loop {
+        let start = s.pos;
+        let scanned = scan_event(&text[start..]).filter(|(_, spans)| spans[0].0 == Kind::Str);
+        let Some((len, spans)) = scanned else {
+            return (events, ChunkEnd::Unsure(start));
+        };
+        events.push(Indexed {
+            start: start as u32,
+            len: len as u32,
+            spans,
+        });
+        s.pos = start + len;
+        match s.ws() {
+            Some(b',') => {
+                s.pos += 1;
+                match s.ws() {
+                    None => return (events, ChunkEnd::Next),
+                    Some(b'{') => continue,
+                    Some(_) => {}
+                }
+            }
+            Some(b']') => return (events, ChunkEnd::Closed(s.pos)),
+            _ => {}
+        }
+        // What follows the event is wrong, or not in the chunk: the lexer reads the event
+        // again and reports it.
+        events.pop();
+        return (events, ChunkEnd::Unsure(start));
+    }
+}
+
+/// The first sync point in `text` (see above): the offset of a `{` that follows `,`, a
+/// newline and whitespace.
+fn sync_point(text: &[u8]) -> Option<usize> {
+    let mut last = 0u8;
+    let mut newline = false;
+    for (i, &b) in text.iter().enumerate() {
+        match b {
+            b'\n' => newline = true,
+            b' ' | b'\t' | b'\r' => {}
+            _ => {
+                if b == b'{' && newline && last == b',' {
+                    return Some(i);
+                }
+                last = b;
+                newline = false;
+            }
+        }
+    }
+    None
+}
+
+/// A plain trace file read in parallel chunks.
+pub(crate) struct Chunked<'f> {
+    file: &'f File,
+    len: u64,
+    options: ReadOptions,
+}
+
+impl<'f> Chunked<'f> {
+    /// Reading in parallel, when it can help: a plain regular file of at least two chunks,
+    /// and at least two threads.
+    fn new<R: BufRead>(
+        file: &'f File,
+        len: u64,
+        source: &Source<R>,
+        options: ReadOptions,
+    ) -> Option<Self> {
+        let plain = matches!(source, Source::Plain(_));
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        let chunk = options.chunk.max(1) as u64;
+        (cfg!(unix) && plain && regular && options.threads >= 2 && len >= 2 * chunk)
+            .then_some(Chunked { file, len, options })
+    }
+
+    /// Reads `len` bytes at `offset`.
+    fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let mut text = vec![0u8; len];
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            self.file.read_exact_at(&mut text, offset)?;
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = offset;
+            return Err(std::io::ErrorKind::Unsupported.into());
+        }
+        #[allow(unreachable_code)]
+        Ok(text)
+    }
+
+    /// The chunk starts from `first` (the first event) on: each is a sync point, the last
+    /// entry the end of the last chunk (the end of the file, or a start after which no sync
+    /// point was found: what follows it is read by the lexer).
+    fn plan(&self, first: u64) -> std::io::Result<Vec<u64>> {
+        let chunk = self.options.chunk.max(1) as u64;
+        let mut starts = vec![first];
+        let mut start = first;
+        loop {
+            if start + chunk + SYNC_SEARCH.min(chunk) >= self.len {
+                starts.push(self.len);
+                return Ok(starts);
+            }
+            let search = SYNC_SEARCH.min(chunk);
+            let mut next = None;
+            let mut nominal = start + chunk;
+            while next.is_none() && nominal < start + 4 * chunk && nominal < self.len {
+                let n = search.min(self.len - nominal) as usize;
+                next = sync_point(&self.read_at(nominal, n)?).map(|i| nominal + i as u64);
+                nominal += chunk / 2 + 1;
+            }
+            match next {
+                Some(n) => {
+                    starts.push(n);
+                    start = n;
+                }
+                None => return Ok(starts),
+            }
+        }
+    }
+
+    /// At the first event of `traceEvents`: reads all its events (see above) and leaves the
+    /// position after the closing `]`.
+    fn read_events(
+        &self,
+        inp: &mut FileInput<'_>,
+        t: &mut Texts,
+        keys: &mut Keys,
+        v: &mut dyn Visitor,
+    ) -> PResult<()> {
+        let fatal = |e| Stop::Fatal(Error::io("cannot read", e));
+        let starts = self.plan(inp.offset()).map_err(fatal)?;
+        let chunks = starts.len() - 1;
+        let (task_tx, task_rx) = mpsc::channel::<usize>();
+        let task_rx = Mutex::new(task_rx);
+        let (done_tx, done_rx) = mpsc::channel::<(usize, std::io::Result<Chunk>)>();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..self.options.threads {
+                let done_tx = done_tx.clone();
+                let (task_rx, stop, starts) = (&task_rx, &stop, &starts);
+                scope.spawn(move || loop {
+                    let task = match task_rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(k) = task else { return };
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let (start, end) = (starts[k], starts[k + 1]);
+                    let chunk = self.read_at(start, (end - start) as usize).map(|text| {
+                        let (events, end) = scan_chunk(&text);
+                        Chunk {
+                            start,
+                            text,
+                            events,
+                            end,
+                        }
+                    });
+                    if done_tx.send((k, chunk)).is_err() {
+                        return;
+                    }
+                });
+            }
+            drop(done_tx);
+            let in_flight = self.options.threads + 2;
+            let mut sent = 0;
+            let send_upto = |n: usize, sent: &mut usize| {
+                while *sent < n.min(chunks) {
+                    // The workers outlive this loop, so the channel is open.
+                    let _ = task_tx.send(*sent);
+                    *sent += 1;
+                }
+            };
+            let result = (|| {
+                let mut arrived: BTreeMap<usize, std::io::Result<Chunk>> = BTreeMap::new();
+                let mut k = 0;
+                let mut index = 0u64;
+                loop {
+                    if k == chunks {
+                        // No sync point after the last chunk: the lexer reads the rest.
+                        if !inp.seek_plain(starts[k])? {
+                            unreachable!("chunked input is plain");
+                        }
+                        read_events(inp, t, keys, v, index, &mut |_| false)?;
+                        return Ok(());
+                    }
+                    send_upto(k + in_flight, &mut sent);
+                    let chunk = loop {
+                        if let Some(c) = arrived.remove(&k) {
+                            break c;
+                        }
+                        match done_rx.recv() {
+                            Ok((i, c)) if i >= k => {
+                                arrived.insert(i, c);
+                            }
+                            Ok(_) => {}
+                            Err(_) => {
+                                return Err(Stop::Fatal(Error::Panic(
+                                    "the threads scanning the trace stopped".into(),
+                                )))
+                            }
+                        }
+                    };
+                    let chunk = chunk.map_err(fatal)?;
+                    let mut end = chunk.end;
+                    for ev in &chunk.events {
+                        let (start, len) = (ev.start as usize, ev.len as usize);
+                        let raw = &chunk.text[start..start + len];
+                        match make_event(raw, texts(raw, &ev.spans), keys) {
+                            Ok(e) => v.event(&e).map_err(Stop::Fatal)?,
+                            Err(_) => {
+                                end = ChunkEnd::Unsure(start);
+                                break;
+                            }
+                        }
+                        index += 1;
+                    }
+                    let lexer_from = match end {
+                        ChunkEnd::Next => {
+                            k += 1;
+                            (inp.progress)(starts[k]).map_err(Stop::Fatal)?;
+                            continue;
+                        }
+                        ChunkEnd::Closed(at) => {
+                            inp.seek_plain(chunk.start + at as u64 + 1)?;
+                            return Ok(());
+                        }
+                        ChunkEnd::Unsure(at) => chunk.start + at as u64,
+                    };
+                    // The lexer reads on from there until it lands on a later chunk's start.
+                    inp.seek_plain(lexer_from)?;
+                    let mut next = k + 1;
+                    let mut landed = |offset: u64| {
+                        while next < chunks && starts[next] < offset {
+                            next += 1;
+                        }
+                        next < chunks && starts[next] == offset
+                    };
+                    match read_events(inp, t, keys, v, index, &mut landed)? {
+                        Stopped::Closed => return Ok(()),
+                        Stopped::At(i) => {
+                            index = i;
+                            k = next;
+                            arrived.retain(|&i, _| i >= k);
+                        }
+                    }
+                }
+            })();
+            stop.store(true, Ordering::Relaxed);
+            drop(task_tx);
+            result
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::scratch;
+    use std::fmt::Write as _;
+
+    /// Writes down everything a visitor is told.
+    #[derive(Default)]
+    struct Log(String);
+
+    impl Visitor for Log {
+        fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()> {
+            let (key, raw) = (String::from_utf8_lossy(key), String::from_utf8_lossy(raw));
+            writeln!(self.0, "header {key} {raw} {after_events}").unwrap();
+            Ok(())
+        }
+
+        fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+            writeln!(
+                self.0,
+                "event {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                String::from_utf8_lossy(ev.raw),
+                ev.ph,
+                ev.cat,
+                ev.name,
+                ev.pid_key,
+                ev.thread_key,
+                ev.ts,
+                ev.dur,
+                ev.flow_key
+            )
+            .unwrap();
+            Ok(())
+        }
+    }
+
+    /// What reading `text` shows a visitor, and how it ends, read `options`' way.
+    fn read(text: &[u8], options: ReadOptions) -> (String, std::result::Result<u64, String>) {
+        let dir = scratch("events");
+        let path = dir.join("t.json");
+        std::fs::write(&path, text).unwrap();
+        let mut log = Log::default();
+        let result = read_trace_with(&path, &mut log, &mut |_| Ok(()), options)
+            .map_err(|e| e.to_string().replace(&path.display().to_string(), "<path>"));
+        (log.0, result)
+    }
+
+    fn sequential() -> ReadOptions {
+        ReadOptions {
+            threads: 1,
+            chunk: CHUNK,
+        }
+    }
+
+    /// Reading in parallel chunks of many sizes shows the visitor what a sequential read
+    /// shows it, and ends the same way; returns the sequential result.
+    fn same_in_parallel(text: &[u8]) -> std::result::Result<u64, String> {
+        let expected = read(text, sequential());
+        for chunk in [40, 97, 256, 1000, 4096] {
+            for threads in [2, 3] {
+                let got = read(text, ReadOptions { threads, chunk });
+                assert_eq!(got.1, expected.1, "chunk {chunk}, {threads} threads");
+                assert_eq!(got.0, expected.0, "chunk {chunk}, {threads} threads");
+            }
+        }
+        expected.1
+    }
+
+    /// A trace like torch's exporter writes: one event per line, flows, metadata, header
+    /// members before and after `traceEvents`.
+    fn torch_like(events: usize) -> String {
+        let mut t = String::from("{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [{\"id\": 0}],\n  \"traceEvents\": [");
+        for i in 0..events {
+            let sep = if i == 0 { "\n" } else { ",\n" };
+            let ts = 1000 + i * 7;
+            match i % 5 {
+                0 => write!(t, "{sep}{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":{i},\"args\":{{\"name\":\"t{i}\"}}}}"),
+                1 => write!(t, "{sep}{{\"ph\":\"s\",\"id\":{i},\"pid\":1,\"tid\":2,\"ts\":{ts}.5,\"cat\":\"ac2g\",\"name\":\"ac2g\"}}"),
+                2 => write!(t, "{sep}{{\"ph\":\"f\",\"id\":{},\"pid\":0,\"tid\":7,\"ts\":{ts},\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}}", i - 1),
+                _ => write!(t, "{sep}{{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k<{i}> ünï\",\"pid\":\"p{}\",\"tid\":7,\"ts\":{ts}.125,\"dur\":3.5e0,\"args\":{{\"grid\":[[1,2],[3,{i}]],\"ok\":true,\"none\":null,\"neg\":-0.25}}}}", i % 3),
+            }
+            .unwrap();
+        }
+        t.push_str("\n],\n  \"traceName\": \"t.json\"\n}\n");
+        t
+    }
+
+    #[test]
+    fn parallel_reads_see_what_a_sequential_read_sees() {
+        let text = torch_like(300);
+        assert_eq!(same_in_parallel(text.as_bytes()), Ok(text.len() as u64));
+    }
+
+    #[test]
+    fn pretty_printed_and_single_line_traces_read_the_same_in_parallel() {
+        // Kineto's layout: an event over several lines, `},\n  {` between events.
+        let pretty = torch_like(120)
+            .replace(",\n{", ",\n  {\n    ")
+            .replace(",\"args\"", ",\n    \"args\"");
+        assert!(same_in_parallel(pretty.as_bytes()).is_ok());
+        // No newline at all: no sync point, so the lexer reads everything.
+        let single = torch_like(120).replace('\n', "");
+        assert!(same_in_parallel(single.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn sync_points_inside_events_are_found_out() {
+        // Objects in an array inside `args`, one per line: they look like event starts.
+        let mut text = String::from("{\"traceEvents\": [\n");
+        for i in 0..200 {
+            if i > 0 {
+                text.push_str(",\n");
+            }
+            write!(
+                text,
+                "{{\"ph\":\"X\",\"ts\":{i},\"args\":[\n{{\"a\":1}},\n{{\"b\":[\n{{}},\n{{}}]}}]}}"
+            )
+            .unwrap();
+        }
+        text.push_str("]}");
+        assert!(same_in_parallel(text.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn events_the_scanner_leaves_to_the_lexer_read_the_same_in_parallel() {
+        // Escaped names and keys, and an event deeper than the scanner follows.
+        let deep = format!("{}1{}", "[".repeat(40), "]".repeat(40));
+        let text = torch_like(200)
+            .replace("\"name\":\"k<13>", "\"name\":\"k\\\"q\\\"<13>")
+            .replace(
+                "\"cat\":\"kernel\",\"name\":\"k<58>",
+                "\"c\\u0061t\":\"kernel\",\"name\":\"k<58>",
+            )
+            .replace("\"neg\":-0.25}}", &format!("\"neg\":{deep}}}}}"));
+        assert!(same_in_parallel(text.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn errors_are_the_same_in_parallel() {
+        let text = torch_like(300);
+        let middle = text.len() / 2;
+        let at = middle + text[middle..].find("\"ok\":true").unwrap();
+        let cases = [
+            // A bad value in the middle of a chunk, a raw tab in a string, a trailing comma,
+            // an event that is not an object, one without "ph", the file cut short.
+            format!("{}tru_{}", &text[..at + 5], &text[at + 9..]),
+            text.replacen("ünï", "\t", 40),
+            text.replace("\n],", ",\n],"),
+            text.replacen(",\n{\"ph\":\"s\"", ",\n7,{\"ph\":\"s\"", 30),
+            text.replacen("{\"ph\":\"X\"", "{\"ph\":1", 25),
+            text[..text.len() - 300].to_string(),
+            text.replace("\n],\n", "\n]]\n"),
+        ];
+        for case in &cases {
+            let result = same_in_parallel(case.as_bytes());
+            assert!(result.is_err(), "accepted {}", &case[..80]);
+        }
+    }
+
+    /// Random damage anywhere in a trace: the parallel read still sees and says exactly
+    /// what the sequential one does.
+    #[test]
+    fn damaged_traces_read_the_same_in_parallel() {
+        let text = torch_like(80).into_bytes();
+        let specials: &[u8] = b"{}[]\",:\\ \n0123456789.-eEtn\x00\x80\xc3";
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..150 {
+            let mut damaged = text.clone();
+            let at = (next() % damaged.len() as u64) as usize;
+            let b = specials[(next() % specials.len() as u64) as usize];
+            match next() % 3 {
+                0 => damaged[at] = b,
+                1 => {
+                    damaged.remove(at);
+                }
+                _ => damaged.insert(at, b),
+            }
+            let _ = same_in_parallel(&damaged);
+        }
+    }
+
+    #[test]
+    fn sync_points_follow_a_comma_and_a_newline() {
+        assert_eq!(sync_point(b"1,\n  {"), Some(5));
+        assert_eq!(sync_point(b"},\r\n\t{"), Some(5));
+        assert_eq!(sync_point(b"1, {\n{"), None);
+        assert_eq!(sync_point(b"1,\nx,\n{"), Some(6));
+        assert_eq!(sync_point(b"[\n{"), None);
+    }
+}
