@@ -12,7 +12,8 @@
 //! in parallel chunks where the file allows) for `split` (`kinetrace split` / `filter`, and
 //! `keep=` / `split_mb=` at export time);
 //! `recompress` (`kinetrace compress`) needs only `members`.
-//! `kineto` makes the older-torch fallback's stream (Kineto's own writer) strict JSON.
+//! `fallback` streams older torch's own output (Kineto's writer) into place, strict JSON.
+//! `interrupt` is how every wait stays answerable to Ctrl-C.
 //! The Python bindings live in `python` and are compiled only with the `python` feature.
 
 // Every module is private and the bindings are the only entry point: without the `python`
@@ -23,11 +24,12 @@
 mod check;
 mod error;
 mod events;
+mod fallback;
 mod format;
 mod fragment;
 mod graphs;
 mod gzip;
-mod kineto;
+mod interrupt;
 mod lexer;
 mod members;
 mod pipeline;

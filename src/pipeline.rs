@@ -17,11 +17,9 @@ use std::time::Duration;
 use crate::error::{lock, panic_message, Error, Result};
 use crate::format::{self, Header};
 use crate::graphs::{GraphAnnotations, GraphState};
+use crate::interrupt::{Interrupted, POLL};
 use crate::sink::{Encoding, Sink, SinkStats};
 use crate::trace::{Batch, FirstPass, Summary};
-
-/// Polled while waiting for room in the queue: an error (Ctrl-C) abandons the wait.
-pub(crate) type InterruptPoll<'a> = dyn FnMut() -> Result<()> + 'a;
 
 /// The writer writes a batch's text in chunks of at most this size, checking between
 /// them whether the export was cancelled, so an interrupt never waits for a huge batch.
@@ -478,13 +476,13 @@ impl Exporter {
     }
 
     /// Queues a worker's finished slice after the events queued so far. While the queue
-    /// is full, `interrupted` is called every 50 ms; an error from it abandons the wait.
+    /// is full, `interrupted` is called every [`POLL`]; an error from it abandons the wait.
     /// `graph` is the slice's CUDA-graph state, merged after the slices before it.
     pub(crate) fn append_slice(
         &mut self,
         slice: SliceOutput,
         graph: Option<GraphState>,
-        interrupted: &mut InterruptPoll,
+        interrupted: &mut Interrupted,
     ) -> Result<()> {
         self.offer_job(Job::Append(slice, graph.map(Box::new)), interrupted)
     }
@@ -494,7 +492,7 @@ impl Exporter {
     pub(crate) fn close(
         &mut self,
         trace_name: Vec<u8>,
-        interrupted: &mut InterruptPoll,
+        interrupted: &mut Interrupted,
     ) -> Result<()> {
         if self.framing == Framing::Whole {
             self.offer_job(Job::Tail(trace_name), interrupted)?;
@@ -509,12 +507,12 @@ impl Exporter {
     }
 
     /// Queues a job, waiting as long as it takes for room (or until `interrupted` fails).
-    fn offer_job(&mut self, mut job: Job, interrupted: &mut InterruptPoll) -> Result<()> {
+    fn offer_job(&mut self, mut job: Job, interrupted: &mut Interrupted) -> Result<()> {
         let Stage::Streaming { running, .. } = &mut self.stage else {
             return Err(Error::State("the export has not started".into()));
         };
         loop {
-            match running.queue.offer(job, Duration::from_millis(50)) {
+            match running.queue.offer(job, POLL) {
                 Offer::Accepted => return Ok(()),
                 Offer::TimedOut(j) => job = j,
                 Offer::Closed => return Err(self.writer_error()),

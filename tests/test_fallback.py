@@ -386,7 +386,7 @@ def test_stream_abort_and_drop_discard_the_output(tmp_path: Path) -> None:
         os.set_blocking(rfd, True)
         writer = os.dup(wfd)
         # The stream owns both ends from here on; it closes the write end itself.
-        stream = _kinetrace._KinetoStream([rfd], [wfd], str(dest), 6, 2)
+        stream = _kinetrace._FallbackStream([rfd], [wfd], str(dest), 6, 2)
         os.write(writer, b'{"traceEvents": [' * 1000)
         os.close(writer)
         if how == "abort":
@@ -405,9 +405,9 @@ def test_stream_abort_and_drop_discard_the_output(tmp_path: Path) -> None:
 
 def test_stream_rejects_bad_descriptors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="distinct"):
-        _kinetrace._KinetoStream([-1], [], str(tmp_path / "t.json"))
+        _kinetrace._FallbackStream([-1], [], str(tmp_path / "t.json"))
     with pytest.raises(ValueError, match="distinct"):
-        _kinetrace._KinetoStream([5], [5], str(tmp_path / "t.json"))
+        _kinetrace._FallbackStream([5], [5], str(tmp_path / "t.json"))
     assert os.listdir(tmp_path) == []
 
 

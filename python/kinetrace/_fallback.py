@@ -8,7 +8,7 @@ never need the GIL (``save`` holds it throughout), into the destination: written
 single-member gzip encoder. No file as large as the trace is written.
 
 The file is Kineto's format, not torch's Python-exporter format, made strict JSON on the
-way (see ``kinetrace._kinetrace._KinetoStream``): quotes Kineto leaves unescaped in names
+way (see ``kinetrace._kinetrace._FallbackStream``): quotes Kineto leaves unescaped in names
 are escaped, and the text is validated, so an export whose trace is still not strict JSON
 raises instead of writing it. ``traceName`` names the destination rather than the FIFO.
 Metadata kinetrace carries itself (``kinetrace.profile.add_metadata`` on these versions,
@@ -279,7 +279,7 @@ def _stream_fifos(
         handed = (list(read_fds), list(write_fds))
         read_fds.clear()
         write_fds.clear()
-        stream = _kinetrace._KinetoStream(
+        stream = _kinetrace._FallbackStream(
             handed[0], handed[1], trace_name, level, threads, rename, members
         )
         result.save(target)
@@ -311,7 +311,7 @@ def _stream_saved_file(
                 continue
         except FileNotFoundError:
             continue
-        stream = _kinetrace._KinetoStream.from_path(
+        stream = _kinetrace._FallbackStream.from_path(
             candidate, trace_name, level, threads, rename, members
         )
         try:

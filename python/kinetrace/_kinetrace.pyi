@@ -7,9 +7,10 @@ from typing_extensions import Self
 
 __all__ = [
     "EXTERNAL_ID_EXCLUDED",
+    "POLL_INTERVAL_MS",
     "_Exporter",
+    "_FallbackStream",
     "_GzipEncoder",
-    "_KinetoStream",
     "__version__",
     "_panic_for_tests",
     "check_trace",
@@ -23,6 +24,8 @@ __all__ = [
 __version__: str
 #: Categories whose own correlation id is not written as "External id" (nor read).
 EXTERNAL_ID_EXCLUDED: list[str]
+#: How long any wait runs before Ctrl-C is looked for again (native and Python waits alike).
+POLL_INTERVAL_MS: int
 
 def format_microseconds(ns: int) -> str: ...
 def trimonth_base_ns(earliest_ns: int) -> int: ...
@@ -134,7 +137,7 @@ class _GzipEncoder:
     def abort(self) -> None: ...
 
 @final
-class _KinetoStream:
+class _FallbackStream:
     def __new__(
         cls,
         read_fds: list[int],
@@ -153,6 +156,6 @@ class _KinetoStream:
         threads: int = 1,
         trace_name: tuple[bytes, bytes] | None = None,
         metadata: list[tuple[str, str]] = ...,
-    ) -> _KinetoStream: ...
+    ) -> _FallbackStream: ...
     def finish(self) -> tuple[int, int, int] | None: ...
     def abort(self) -> None: ...

@@ -74,9 +74,6 @@ _SHARED_COPY_PER_ACTIVITY = 160
 _PER_WORKER = 16 << 20
 
 _LENGTH = struct.Struct("<Q")
-#: How long the parent blocks on a worker's pipe before it looks for Ctrl-C again (the
-#: native waits use the same 50 ms).
-_POLL_MS = 50
 
 
 def can_fork() -> bool:
@@ -159,7 +156,7 @@ def _wait_readable(fd: int) -> None:
     handlers, so Ctrl-C is seen within one slice."""
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    while not poller.poll(_POLL_MS):
+    while not poller.poll(_kinetrace.POLL_INTERVAL_MS):
         pass
 
 

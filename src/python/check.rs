@@ -1,39 +1,16 @@
 //! `check_trace`, `recompress`, `split_trace` and `filter_trace`: the streaming tools over
-//! trace files for Python (`kinetrace check` / `compress` / `split` / `filter`). Both run with the GIL released and check for
-//! Ctrl-C every few MB.
+//! trace files for Python (`kinetrace check` / `compress` / `split` / `filter`). Each runs
+//! with the GIL released and answers Ctrl-C at its progress reports (every few MB).
 
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use super::interrupt::detached;
 use crate::check::{self, CheckOptions, CheckReport, TopValue};
-use crate::error::{Error, Result};
 use crate::sink::Encoding;
 use crate::split;
-
-/// Runs `work` with the GIL released, giving it a progress callback that checks for
-/// signals; the Python exception a signal handler raised (KeyboardInterrupt) comes back
-/// unchanged.
-fn detached_with_signals<T: Send>(
-    py: Python<'_>,
-    work: impl FnOnce(&mut dyn FnMut(u64) -> Result<()>) -> Result<T> + Send,
-) -> PyResult<T> {
-    let mut raised: Option<PyErr> = None;
-    let result = py.detach(|| {
-        let mut progress = |_done: u64| -> Result<()> {
-            Python::attach(|py| py.check_signals()).map_err(|err| {
-                raised = Some(err);
-                Error::Interrupted
-            })
-        };
-        work(&mut progress)
-    });
-    if let Some(err) = raised {
-        return Err(err);
-    }
-    Ok(result?)
-}
 
 fn top_value<'py>(py: Python<'py>, value: &Option<TopValue>) -> PyResult<Bound<'py, PyAny>> {
     Ok(match value {
@@ -105,7 +82,9 @@ fn check_trace<'py>(
         max_errors,
         ..CheckOptions::default()
     };
-    let report = detached_with_signals(py, |progress| check::check_path(&path, options, progress))?;
+    let report = detached(py, |interrupted| {
+        check::check_path(&path, options, &mut |_done| interrupted())
+    })?;
     report_dict(py, &report)
 }
 
@@ -120,8 +99,8 @@ fn recompress(
     level: u32,
     threads: usize,
 ) -> PyResult<(u64, u64)> {
-    let stats = detached_with_signals(py, |progress| {
-        crate::recompress::recompress(&src, &dst, level, threads, progress)
+    let stats = detached(py, |interrupted| {
+        crate::recompress::recompress(&src, &dst, level, threads, &mut |_done| interrupted())
     })?;
     Ok((stats.json_bytes, stats.file_bytes))
 }
@@ -180,7 +159,9 @@ fn split_trace<'py>(
         suffix,
         trace_name,
     };
-    let stats = detached_with_signals(py, |progress| split::split(&src, &options, progress))?;
+    let stats = detached(py, |interrupted| {
+        split::split(&src, &options, &mut |_done| interrupted())
+    })?;
     split_dict(py, &stats)
 }
 
@@ -212,8 +193,16 @@ fn filter_trace<'py>(
         Some((level, threads)) => Encoding::Gzip { level, threads },
         None => Encoding::Plain,
     };
-    let s = detached_with_signals(py, |progress| {
-        split::filter(&src, &dst, &spec, encoding, trace_name.as_deref(), progress)
+    let s = detached(py, |interrupted| {
+        let mut progress = |_done: u64| interrupted();
+        split::filter(
+            &src,
+            &dst,
+            &spec,
+            encoding,
+            trace_name.as_deref(),
+            &mut progress,
+        )
     })?;
     let d = PyDict::new(py);
     d.set_item("events_read", s.events_read)?;

@@ -2,6 +2,8 @@
 //!
 //! I/O errors with an errno become `OSError(errno, message)`, which Python turns into the
 //! matching subclass (`FileNotFoundError`, `PermissionError`, `IsADirectoryError`, ...).
+//! Internal failures (a panic, a poisoned lock) become `RuntimeError`; every lock in the
+//! bindings is taken through [`crate::error::lock`], so a poisoned one always reads the same.
 
 use pyo3::exceptions::{
     PyFileExistsError, PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyPermissionError,

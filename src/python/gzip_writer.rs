@@ -12,9 +12,11 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyByteArray, PyBytes};
 
 use super::errors::{io_to_pyerr, PyErrInIo};
-use super::POLL;
-use crate::error::Error;
+use super::interrupt::detached;
+use crate::error::lock;
+use crate::error::{Error, Result};
 use crate::gzip::{ParallelGzEncoder, DEFAULT_BLOCK_SIZE};
+use crate::interrupt::{self, Interrupted};
 use crate::sink::{Encoding, Sink};
 
 /// A Python binary file object as an `io::Write`. Called from the encoder's writer
@@ -71,20 +73,21 @@ pub struct PyGzipEncoder {
 }
 
 impl PyGzipEncoder {
+    /// Runs `f` on the open target with the GIL released (see [`detached`]); its I/O
+    /// errors name the target.
     fn with_target<R: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Target) -> io::Result<R> + Send,
+        f: impl FnOnce(&mut Target, &mut Interrupted) -> io::Result<R> + Send,
     ) -> PyResult<R> {
-        let mut guard = self
-            .target
-            .lock()
-            .map_err(|_| PyValueError::new_err("encoder poisoned by an earlier panic"))?;
+        let mut guard = lock(&self.target, "gzip encoder")?;
         let target = guard
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("I/O operation on closed GzipWriter"))?;
-        py.detach(|| f(target))
-            .map_err(|e| io_to_pyerr(&format!("cannot write {}", self.label), e))
+        let label = &self.label;
+        detached(py, |interrupted| -> Result<R> {
+            f(target, interrupted).map_err(|e| Error::io(format!("cannot write {label}"), e))
+        })
     }
 }
 
@@ -142,16 +145,16 @@ impl PyGzipEncoder {
                     .extract()?
             };
         let len = bytes.len();
-        self.with_target(py, move |target| match target {
+        self.with_target(py, move |target, interrupted| match target {
             Target::Path(sink) => sink.write_all(&bytes).map_err(into_io),
             // A file object can stall (a pipe nobody reads): wait for room in slices,
-            // checking for Ctrl-C between them, one block at a time.
+            // answering Ctrl-C between them, one block at a time.
             Target::File(enc) => {
                 for chunk in bytes.chunks(DEFAULT_BLOCK_SIZE) {
-                    while !enc.wait_for_room(POLL)? {
-                        Python::attach(|py| py.check_signals())
-                            .map_err(|e| io::Error::other(PyErrInIo(e)))?;
-                    }
+                    interrupt::wait(interrupted, |timeout| {
+                        Ok(enc.wait_for_room(timeout)?.then_some(()))
+                    })
+                    .map_err(into_io)?;
                     enc.write_all(chunk)?;
                 }
                 Ok(())
@@ -162,7 +165,7 @@ impl PyGzipEncoder {
 
     /// Makes everything written so far decodable from the output (a sync flush).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_target(py, |target| match target {
+        self.with_target(py, |target, _| match target {
             Target::Path(sink) => sink.flush().map_err(into_io),
             Target::File(enc) => enc.flush(),
         })
@@ -171,11 +174,7 @@ impl PyGzipEncoder {
     /// Writes the trailer and, for a path, moves the file into place. Returns
     /// (uncompressed bytes, compressed bytes).
     fn close(&self, py: Python<'_>) -> PyResult<Counts> {
-        let target = self
-            .target
-            .lock()
-            .map_err(|_| PyValueError::new_err("encoder poisoned by an earlier panic"))?
-            .take();
+        let target = lock(&self.target, "gzip encoder")?.take();
         let Some(target) = target else {
             return Ok((0, 0));
         };
@@ -196,7 +195,11 @@ impl PyGzipEncoder {
     /// Discards the output: a path's temporary file is removed, nothing more is written
     /// to a file object.
     fn abort(&self, py: Python<'_>) {
-        let target = self.target.lock().ok().and_then(|mut t| t.take());
+        // Never raises (it runs in `finally` blocks): a poisoned lock just leaves the
+        // target to its drop, which discards it the same way.
+        let target = lock(&self.target, "gzip encoder")
+            .ok()
+            .and_then(|mut t| t.take());
         py.detach(move || drop(target));
     }
 }

@@ -3,17 +3,20 @@
 
 mod check;
 mod errors;
+mod fallback;
 mod gzip_writer;
-mod kineto_fallback;
+mod interrupt;
 
 use std::path::PathBuf;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 
+use self::interrupt::detached;
+use crate::error::lock;
 use crate::error::Error;
 use crate::format::Header;
 use crate::graphs::{Annotation, CharClasses, GraphAnnotations, GraphState};
@@ -27,9 +30,6 @@ type PartialTuple = (usize, i128, i128, Vec<(i64, i64)>, Vec<((i64, i64), i64)>)
 
 /// A finished export: (events, uncompressed bytes, file bytes, CRC-32 of a gzip slice).
 type Finished = (u64, u64, u64, Option<u32>);
-
-/// How long a blocking wait runs with the GIL released before checking for Ctrl-C.
-pub(crate) const POLL: Duration = Duration::from_millis(50);
 
 /// A new descriptor of the open file `fd` (the caller keeps and closes its own).
 #[cfg(unix)]
@@ -109,28 +109,6 @@ fn str_column(list: &Bound<'_, PyList>, what: &str) -> PyResult<StrColumn> {
     Ok(col)
 }
 
-/// Runs `f` with the GIL released, giving it a check that takes the GIL back briefly to
-/// look for Ctrl-C (or any exception a signal handler raises), which is returned as is.
-fn with_interrupts<R: Send>(
-    py: Python<'_>,
-    f: impl FnOnce(&mut crate::pipeline::InterruptPoll) -> crate::error::Result<R> + Send,
-) -> PyResult<R> {
-    let mut raised: Option<PyErr> = None;
-    let result = py.detach(|| {
-        let mut check = || {
-            Python::attach(|py| py.check_signals()).map_err(|err| {
-                raised = Some(err);
-                Error::Interrupted
-            })
-        };
-        f(&mut check)
-    });
-    match (result, raised) {
-        (Err(_), Some(err)) => Err(err),
-        (result, _) => Ok(result?),
-    }
-}
-
 /// A 0/1 mask as Python wants it for `itertools.compress`: `None` when nothing is
 /// selected, `True` when everything is, the bytes otherwise.
 fn mask_object<'py>(py: Python<'py>, mask: &[u8]) -> Bound<'py, PyAny> {
@@ -158,10 +136,8 @@ struct ExporterState {
 }
 
 impl PyExporter {
-    fn state(&self) -> PyResult<std::sync::MutexGuard<'_, ExporterState>> {
-        self.inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("exporter state poisoned by an earlier panic"))
+    fn state(&self) -> PyResult<MutexGuard<'_, ExporterState>> {
+        Ok(lock(&self.inner, "exporter")?)
     }
 }
 
@@ -343,7 +319,9 @@ impl PyExporter {
             text_len,
             crc,
         };
-        with_interrupts(py, |check| exporter.append_slice(slice, graph, check))
+        detached(py, |interrupted| {
+            exporter.append_slice(slice, graph, interrupted)
+        })
     }
 
     /// The earliest activity timestamp seen by the first pass, or None.
@@ -408,7 +386,7 @@ impl PyExporter {
     }
 
     /// Completes the batch begun by `begin_batch` and queues it for the writer thread,
-    /// waiting (GIL released, Ctrl-C checked) while the queue is full.
+    /// waiting (GIL released, Ctrl-C answered) while the queue is full.
     #[allow(clippy::too_many_arguments)]
     fn submit_batch(
         &self,
@@ -452,14 +430,14 @@ impl PyExporter {
         }
         batch.comms_metadata = comms;
         let exporter = &mut state.exporter;
-        let mut pending = Some(batch);
-        while let Some(batch) = pending.take() {
-            pending = py.detach(|| exporter.offer_batch(batch, POLL))?;
-            if pending.is_some() {
-                py.check_signals()?;
-            }
-        }
-        Ok(())
+        let mut batch = Some(batch);
+        detached(py, |interrupted| {
+            crate::interrupt::wait(interrupted, |timeout| {
+                let offered = batch.take().expect("a batch is held until it is queued");
+                batch = exporter.offer_batch(offered, timeout)?;
+                Ok(batch.is_none().then_some(()))
+            })
+        })
     }
 
     /// Queues the closing events; the writer thread finishes the file on its own.
@@ -467,17 +445,17 @@ impl PyExporter {
         let name = str_bytes(trace_name, "trace name")?;
         let mut state = self.state()?;
         let exporter = &mut state.exporter;
-        with_interrupts(py, |check| exporter.close(name, check))
+        detached(py, |interrupted| exporter.close(name, interrupted))
     }
 
-    /// Waits for the output to be complete and in place (GIL released, Ctrl-C checked),
+    /// Waits for the output to be complete and in place (GIL released, Ctrl-C answered),
     /// at most `timeout` seconds when given. Returns (events, uncompressed bytes, file
-    /// bytes, CRC-32 of a gzip slice or None), or None on timeout.
+    /// bytes, CRC-32 of a gzip timeout or None), or None on timeout.
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Finished>> {
         let deadline = match timeout {
             Some(t) if t.is_finite() && t >= 0.0 => {
-                Some(std::time::Instant::now() + Duration::from_secs_f64(t.min(1e9)))
+                Some(Instant::now() + Duration::from_secs_f64(t.min(1e9)))
             }
             Some(t) if t.is_nan() || t < 0.0 => {
                 return Err(Error::InvalidArgument(format!("timeout must be >= 0, got {t}")).into())
@@ -486,27 +464,20 @@ impl PyExporter {
         };
         let mut state = self.state()?;
         let exporter = &mut state.exporter;
-        loop {
-            let step = match deadline {
-                Some(d) => d
-                    .saturating_duration_since(std::time::Instant::now())
-                    .min(POLL),
-                None => POLL,
-            };
-            if let Some(result) = py.detach(|| exporter.wait(step)) {
-                let ExportStats {
-                    events,
-                    uncompressed_bytes,
-                    file_bytes,
-                    slice_crc,
-                } = result?;
-                return Ok(Some((events, uncompressed_bytes, file_bytes, slice_crc)));
-            }
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                return Ok(None);
-            }
-            py.check_signals()?;
-        }
+        let finished = detached(py, |interrupted| {
+            crate::interrupt::wait_until(deadline, interrupted, |timeout| {
+                exporter.wait(timeout).transpose()
+            })
+        })?;
+        Ok(finished.map(|stats| {
+            let ExportStats {
+                events,
+                uncompressed_bytes,
+                file_bytes,
+                slice_crc,
+            } = stats;
+            (events, uncompressed_bytes, file_bytes, slice_crc)
+        }))
     }
 
     /// Makes the writer thread panic (tests of the panic path only).
@@ -561,7 +532,8 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("EXTERNAL_ID_EXCLUDED", excluded)?;
     m.add_class::<PyExporter>()?;
     gzip_writer::register(m)?;
-    kineto_fallback::register(m)?;
+    fallback::register(m)?;
+    interrupt::register(m)?;
     check::register(m)?;
     m.add_function(wrap_pyfunction!(format_microseconds, m)?)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;

@@ -1,22 +1,20 @@
-//! A Kineto trace as a stream to be made strict JSON: the transforms the torch < 2.13
-//! fallback applies to what Kineto's own writer (`result.save`) produces, chunk by chunk.
+//! Kineto's text, chunk by chunk, on its way to the output: the transforms the fallback
+//! applies to what Kineto's own writer (`result.save`) produces. Each keeps the few bytes it
+//! needs across chunk boundaries, so a chunk may end anywhere.
 //!
 //! - [`QuoteRepair`]: Kineto (torch 2.11/2.12) writes a `"` inside a name unescaped
 //!   (`"name": "a"b",`). Inside a string, a quote is taken as the string's end only where
 //!   the text after it can follow a JSON string in Kineto's layout (`,` then a value or a
 //!   key, `:`, `}`, `]`, a line end); any other quote is escaped.
-//! - [`HeadInsert`]: `"key": value,` members inserted right after the document's opening
-//!   `{` (metadata kinetrace carries itself, so that the file holds exactly the value given).
-//! - [`Validator`]: the strict checker of [`crate::check`] on a thread of its own, fed a copy
-//!   of every output chunk; an export whose text is not strict JSON after the repairs is
-//!   discarded instead of written.
+//! - [`HeadInsert`]: `"key": value,` members ([`head_members`]) inserted right after the
+//!   document's opening `{` (metadata kinetrace carries itself, so that the file holds
+//!   exactly the value given).
+//! - [`TraceNameRewrite`]: Kineto's `"traceName": "<the FIFO's path>"` becomes the
+//!   destination's name: the last occurrence of the given bytes in the stream's tail.
+//! - [`EventCounter`]: counts the events (`"ph"` keys) that pass.
 
-use std::io::{self, BufReader, Read};
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::thread::{self, JoinHandle};
-
-use crate::check::{check_reader, CheckOptions};
-use crate::error::{Error, Result};
+use crate::fragment;
+use crate::render::push_json_string;
 
 /// Escapes the quotes inside strings that Kineto left unescaped (see the module docs).
 #[derive(Default)]
@@ -186,108 +184,106 @@ impl HeadInsert {
     }
 }
 
-/// Chunks from a channel, as a reader (end of file once every sender is gone).
-struct ChannelReader {
-    rx: Receiver<Vec<u8>>,
-    chunk: Vec<u8>,
-    pos: usize,
-}
-
-impl Read for ChannelReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.pos == self.chunk.len() {
-            match self.rx.recv() {
-                Ok(chunk) => {
-                    self.chunk = chunk;
-                    self.pos = 0;
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.chunk.len() - self.pos);
-        buf[..n].copy_from_slice(&self.chunk[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
+/// The `"key": value,` members [`HeadInsert`] writes for `(key, JSON text)` pairs: a value
+/// that is not valid JSON is repaired or written as a string, as the main exporter does.
+pub fn head_members(metadata: &[(String, String)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (key, value) in metadata {
+        out.extend_from_slice(b"\n  ");
+        push_json_string(&mut out, key.as_bytes());
+        out.extend_from_slice(b": ");
+        fragment::push_value(&mut out, value.as_bytes());
+        out.push(b',');
     }
+    out
 }
 
-/// The strict checker, run on its own thread over copies of the output.
-pub struct Validator {
-    tx: Option<SyncSender<Vec<u8>>>,
-    handle: Option<JoinHandle<Result<Option<String>>>>,
+/// Bytes kept back at the end of the stream (beyond the searched bytes themselves) for the
+/// trace-name rewrite: Kineto writes the name within the last few hundred bytes.
+const TAIL: usize = 4096;
+
+/// Replaces the last occurrence of `needle` near the end of the stream with `replacement`.
+pub struct TraceNameRewrite {
+    pub needle: Vec<u8>,
+    pub replacement: Vec<u8>,
 }
 
-impl Validator {
-    pub fn start() -> Result<Validator> {
-        let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(8);
-        let handle = thread::Builder::new()
-            .name("kinetrace-kineto-check".into())
-            .spawn(move || {
-                let reader = BufReader::with_capacity(
-                    1 << 16,
-                    ChannelReader {
-                        rx,
-                        chunk: Vec::new(),
-                        pos: 0,
-                    },
-                );
-                let options = CheckOptions {
-                    max_errors: 1,
-                    ..CheckOptions::default()
-                };
-                let report = check_reader(reader, options, &mut |_| Ok(()))?;
-                Ok((!report.json_valid).then(|| {
-                    report
-                        .errors
-                        .into_iter()
-                        .next()
-                        .unwrap_or_else(|| "not strict JSON".into())
-                }))
-            })
-            .map_err(|e| Error::io("cannot start the validating thread", e))?;
-        Ok(Validator {
-            tx: Some(tx),
-            handle: Some(handle),
-        })
+impl TraceNameRewrite {
+    /// How many bytes at the end of the stream the caller holds back for [`Self::apply`].
+    pub fn keep(&self) -> usize {
+        TAIL + self.needle.len()
     }
 
-    /// Hands a copy of `data` to the checker (which may have stopped at an error already).
-    pub fn feed(&mut self, data: &[u8]) {
-        if data.is_empty() {
+    /// Rewrites the stream's tail (the last [`Self::keep`] bytes or more) in place.
+    pub fn apply(&self, tail: &mut Vec<u8>) {
+        let n = self.needle.len();
+        if n == 0 || tail.len() < n {
             return;
         }
-        if let Some(tx) = &self.tx {
-            if tx.send(data.to_vec()).is_err() {
-                self.tx = None; // the checker is done (it found an error): stop copying
-            }
-        }
-    }
-
-    /// Ok when everything fed was one strict JSON document.
-    pub fn finish(mut self) -> Result<()> {
-        self.tx = None;
-        let outcome = match self.handle.take().map(JoinHandle::join) {
-            Some(Ok(outcome)) => outcome?,
-            Some(Err(_)) => return Err(Error::Panic("the validating thread panicked".into())),
-            None => None,
-        };
-        match outcome {
-            None => Ok(()),
-            Some(message) => Err(Error::State(format!(
-                "Kineto's trace is not strict JSON even after kinetrace's repairs ({message}); \
-                 the file was not written"
-            ))),
+        if let Some(at) = tail.windows(n).rposition(|w| w == self.needle.as_slice()) {
+            tail.splice(at..at + n, self.replacement.iter().copied());
         }
     }
 }
 
-impl Drop for Validator {
-    fn drop(&mut self) {
-        self.tx = None;
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
+/// Every trace event has exactly one `"ph"` key.
+const PH: &[u8] = b"\"ph\"";
+
+/// Counts `"ph"` keys across chunk boundaries.
+#[derive(Default)]
+pub struct EventCounter {
+    count: u64,
+    /// The last (up to) 3 bytes seen.
+    tail: [u8; 3],
+    tail_len: usize,
+}
+
+impl EventCounter {
+    pub fn feed(&mut self, data: &[u8]) {
+        // Matches spanning the boundary: every 4-byte window of (tail + first 3 bytes)
+        // spans it, since neither part alone holds 4 bytes.
+        let head = data.len().min(3);
+        let mut joined = [0u8; 6];
+        joined[..self.tail_len].copy_from_slice(&self.tail[..self.tail_len]);
+        joined[self.tail_len..self.tail_len + head].copy_from_slice(&data[..head]);
+        self.count += count_ph(&joined[..self.tail_len + head]);
+        self.count += count_ph(data);
+        // New tail: the last 3 bytes of (old tail + data); short data is all in `joined`.
+        if data.len() >= 3 {
+            self.tail.copy_from_slice(&data[data.len() - 3..]);
+            self.tail_len = 3;
+        } else {
+            let n = self.tail_len + head;
+            let keep = n.min(3);
+            self.tail[..keep].copy_from_slice(&joined[n - keep..n]);
+            self.tail_len = keep;
         }
     }
+
+    /// The events counted so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+}
+
+fn count_ph(hay: &[u8]) -> u64 {
+    let mut count = 0;
+    let mut i = 0;
+    while i + PH.len() <= hay.len() {
+        match hay[i..].iter().position(|&b| b == b'"') {
+            Some(off) => {
+                i += off;
+                if hay[i..].starts_with(PH) {
+                    count += 1;
+                    i += PH.len();
+                } else {
+                    i += 1;
+                }
+            }
+            None => break,
+        }
+    }
+    count
 }
 
 #[cfg(test)]
@@ -347,14 +343,58 @@ mod tests {
     }
 
     #[test]
-    fn validator_accepts_json_and_rejects_the_rest() {
-        let mut v = Validator::start().unwrap();
-        v.feed(b"{\"a\": [1, ");
-        v.feed(b"2]}");
-        v.finish().unwrap();
-        let mut v = Validator::start().unwrap();
-        v.feed(b"{\"a\": \"x\"y\"}");
-        let err = v.finish().unwrap_err().to_string();
-        assert!(err.contains("not strict JSON"), "{err}");
+    fn head_members_repairs_or_quotes_values() {
+        let members = head_members(&[
+            ("run".into(), "{\"a\": 1}".into()),
+            ("note".into(), "not json".into()),
+        ]);
+        let mut h = HeadInsert::new(members);
+        let mut out = Vec::new();
+        h.feed(b"{\n  \"x\": 0\n}", &mut out);
+        let parsed: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(parsed["run"]["a"], 1);
+        assert_eq!(parsed["note"], "not json");
+        assert_eq!(parsed["x"], 0);
+        assert!(head_members(&[]).is_empty());
+    }
+
+    fn counted(chunks: &[&[u8]]) -> u64 {
+        let mut c = EventCounter::default();
+        for chunk in chunks {
+            c.feed(chunk);
+        }
+        c.count()
+    }
+
+    #[test]
+    fn counts_ph_keys_across_boundaries() {
+        let text: &[u8] = br#"[{"ph": "X"}, {"ph":"M"}, "phx", "p", {"ph" : 1}]"#;
+        assert_eq!(counted(&[text]), 3);
+        for cut in 0..=text.len() {
+            assert_eq!(counted(&[&text[..cut], &text[cut..]]), 3, "cut at {cut}");
+        }
+        let bytes: Vec<&[u8]> = text.chunks(1).collect();
+        assert_eq!(counted(&bytes), 3);
+        let pairs: Vec<&[u8]> = text.chunks(2).collect();
+        assert_eq!(counted(&pairs), 3);
+        assert_eq!(counted(&[b"\"p", b"h", b"\"", b"\"ph\""]), 2);
+    }
+
+    #[test]
+    fn rewrite_replaces_the_last_occurrence() {
+        let rewrite = TraceNameRewrite {
+            needle: b"\"/tmp/x/trace.json\"".to_vec(),
+            replacement: b"\"out.json\"".to_vec(),
+        };
+        let mut tail =
+            br#"{"a": "/tmp/x/trace.json"}],"traceName": "/tmp/x/trace.json" }"#.to_vec();
+        rewrite.apply(&mut tail);
+        assert_eq!(
+            tail,
+            br#"{"a": "/tmp/x/trace.json"}],"traceName": "out.json" }"#.to_vec()
+        );
+        let mut short = b"\"/tmp".to_vec();
+        rewrite.apply(&mut short);
+        assert_eq!(short, b"\"/tmp");
     }
 }
