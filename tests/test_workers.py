@@ -114,8 +114,10 @@ def _exit_3():
     [(_kill_self, "killed by signal 9"), (_exit_3, "exited with status 3")],
 )
 def test_worker_that_dies(existing, action, message, forked):
+    """A worker that dies raises ``kinetrace.WorkerError``: the public name, a RuntimeError."""
+    assert issubclass(kinetrace.WorkerError, RuntimeError)
     result = FakeResult(_activities(400, special_at=399, action=action))
-    with pytest.raises(_workers.WorkerError, match=message):
+    with pytest.raises(kinetrace.WorkerError, match=message):
         kinetrace.export_chrome_trace(result, existing, workers=2)
     assert existing.read_bytes() == b"previous trace"
     assert _leftovers(existing.parent) == []

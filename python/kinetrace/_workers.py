@@ -124,7 +124,9 @@ def default_workers(activities: int) -> int:
 
 
 class WorkerError(RuntimeError):
-    """A worker process died or failed without an exception we could carry back."""
+    """A forked process of an export (a ``workers=`` worker, or the ``background=True``
+    child) died, or failed without an exception that could be carried back to the caller.
+    Public as ``kinetrace.WorkerError``."""
 
 
 def _fork() -> int:
