@@ -1,6 +1,6 @@
 """Forked extraction (``workers=``): failures in workers, interrupts, cleanup, fallbacks.
 
-Byte identity for every worker count is checked by ``activities.compare``, which every
+Byte identity for every worker count is checked by ``support.oracle.compare``, which every
 fidelity test goes through.
 """
 
@@ -14,9 +14,10 @@ import time
 import pytest
 
 import kinetrace
-from activities import PID, T0, FakeActivity, FakeResult
-from interrupts import interrupt_handler, latency_bound, resend_lost_interrupts
 from kinetrace import _workers
+from support import T0
+from support.fakes import PID, FakeActivity, FakeResult
+from support.interrupts import interrupt_handler, latency_bound, resend_lost_interrupts
 
 pytestmark = pytest.mark.skipif(not _workers.can_fork(), reason="needs os.fork")
 
