@@ -101,7 +101,8 @@ def verify_gzip(path: Path, expected_len: int, chunk: int = 4 * MIB) -> dict[str
 def type_scan_seconds(n: int) -> float:
     """What ``_extract._getters``' ``set(map(type, activities))`` costs on the lazy source
     (it builds every activity once, transiently)."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    import benchlib  # noqa: F401  (puts tests/ on sys.path for support)
+
     from support.synthetic import SyntheticResult
 
     seq = SyntheticResult(n).trace_activities()
