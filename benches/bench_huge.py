@@ -34,10 +34,6 @@ BYTES_PER_EVENT = 370
 MIB = 2**20
 
 
-def budget(n: int) -> int:
-    return 64 * MIB + 32 * n
-
-
 def run_export(
     n: int, path: Path, *, workers: str, payload: int = 0, timeout: float = 3600
 ) -> dict[str, Any]:
@@ -105,8 +101,9 @@ def verify_gzip(path: Path, expected_len: int, chunk: int = 4 * MIB) -> dict[str
 def type_scan_seconds(n: int) -> float:
     """What ``_extract._getters``' ``set(map(type, activities))`` costs on the lazy source
     (it builds every activity once, transiently)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from synthetic import SyntheticResult
+    import benchlib  # noqa: F401  (puts tests/ on sys.path for support)
+
+    from support.synthetic import SyntheticResult
 
     seq = SyntheticResult(n).trace_activities()
     started = time.perf_counter()

@@ -38,6 +38,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import benchlib  # noqa: F401  (puts tests/ on sys.path for support)
+
+from support.measure import proc_kib
+
 HANDLERS = ("torch", "kinetrace", "kinetrace background")
 
 
@@ -73,13 +77,8 @@ def steps_per_second(model: Model, seconds: float) -> float:
 def private_mb(pid: int | str | None, *fields: str) -> float:
     """Megabytes of ``fields`` (default: the private ones, i.e. the pages a forked child
     no longer shares with its parent) in /proc/PID/smaps_rollup; 0 where unreadable."""
-    fields = fields or ("Private_Clean", "Private_Dirty")
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            kib = sum(int(line.split()[1]) for line in f if line.split(":")[0] in fields)
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    return kib / 1024
+    kib = proc_kib(str(pid), "smaps_rollup", *(fields or ("Private_Clean", "Private_Dirty")))
+    return (kib or 0) / 1024
 
 
 def make_handler(who: str, directory: str) -> Callable[[Any], Any]:

@@ -1,6 +1,9 @@
-"""What only the benchmark needs (kept out of the wheel): the gzip encoder alone, the
-``on_trace_ready`` handlers, machine facts, Markdown tables, the chart, and the comparison of a
-run's ratios with the last full run committed under ``benches/results/``.
+"""What only the benchmarks need (kept out of the wheel): the gzip encoder alone, how long
+``on_trace_ready`` handlers block a step, machine facts, Markdown tables, the chart, and the
+comparison of a run's ratios with the last full run committed under ``benches/results/``.
+The comparison ``kinetrace demo`` prints is ``kinetrace._bench`` (in the wheel); the
+synthetic source and the memory measurement the benchmarks share with the tests are in
+``tests/support`` (``support.synthetic``, ``support.measure``; see :data:`TESTS`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,10 @@ from typing import Any
 from kinetrace import _bench
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The tests' folder, on ``sys.path`` so benchmarks import ``support.<module>`` as tests do.
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
 
 #: A ratio that moved by more than this fraction since the last full run is reported.
 MOVED = 0.25
@@ -77,13 +85,30 @@ def format_encoder_table(rows: list[dict[str, Any]], text_bytes: int) -> str:
     return "\n".join(lines)
 
 
+def measure_handler_block(handler: Callable[[Any], Any], prof: Any) -> tuple[float, float]:
+    """How long ``handler(prof)`` holds up its caller, and how long until the file is done.
+
+    Returns:
+        ``(blocked_s, done_s)``: seconds until the handler returned, and until its export
+        finished (the same for a synchronous export; for a background one, after waiting on
+        the handle's ``result()``, which re-raises the export's error).
+    """
+    started = time.perf_counter()
+    outcome = handler(prof)
+    blocked = time.perf_counter() - started
+    result = getattr(outcome, "result", None)
+    if callable(result):
+        result()
+    return blocked, time.perf_counter() - started
+
+
 def handler_blocking(iterations: int, out_dir: str) -> list[dict[str, Any]]:
     """How long ``on_trace_ready`` holds up a training step: torch's
     ``tensorboard_trace_handler`` vs kinetrace's, foreground and background, each on a
     fresh profile of ``iterations`` steps (torch's stock export can save a result once)."""
     import torch.profiler
 
-    from kinetrace import _profiler
+    import kinetrace
 
     variants = [
         ("torch handler", "json", lambda d: torch.profiler.tensorboard_trace_handler(d)),
@@ -92,21 +117,21 @@ def handler_blocking(iterations: int, out_dir: str) -> list[dict[str, Any]]:
             "json.gz",
             lambda d: torch.profiler.tensorboard_trace_handler(d, use_gzip=True),
         ),
-        ("kinetrace handler", "json", lambda d: _profiler.tensorboard_trace_handler(d)),
+        ("kinetrace handler", "json", lambda d: kinetrace.tensorboard_trace_handler(d)),
         (
             "kinetrace handler",
             "json.gz",
-            lambda d: _profiler.tensorboard_trace_handler(d, use_gzip=True),
+            lambda d: kinetrace.tensorboard_trace_handler(d, use_gzip=True),
         ),
         (
             "kinetrace background",
             "json",
-            lambda d: _profiler.tensorboard_trace_handler(d, background=True),
+            lambda d: kinetrace.tensorboard_trace_handler(d, background=True),
         ),
         (
             "kinetrace background",
             "json.gz",
-            lambda d: _profiler.tensorboard_trace_handler(d, use_gzip=True, background=True),
+            lambda d: kinetrace.tensorboard_trace_handler(d, use_gzip=True, background=True),
         ),
     ]
     rows = []
@@ -114,7 +139,7 @@ def handler_blocking(iterations: int, out_dir: str) -> list[dict[str, Any]]:
         prof = _bench.record_workload(iterations)
         directory = os.path.join(out_dir, f"handler{i}")
         gc.collect()
-        blocked, done = _profiler.measure_handler_block(make(directory), prof)
+        blocked, done = measure_handler_block(make(directory), prof)
         how = (
             "torch.profiler.tensorboard_trace_handler(dir"
             if who == "torch handler"

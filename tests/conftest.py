@@ -17,6 +17,8 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
+# The tests import their shared helpers as ``support.<module>`` (tests/support/), also when
+# pytest is run on a single file or on tests/compat.
 sys.path.insert(0, str(Path(__file__).parent))
 
 _common = {

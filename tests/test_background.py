@@ -27,9 +27,9 @@ import torch
 
 import kinetrace
 from kinetrace import _background, _handles
-from synthetic import SyntheticResult
+from support.aftermath import subprocess_env
+from support.synthetic import SyntheticResult
 
-TESTS = Path(__file__).resolve().parent
 OLD = b"an older trace that must survive"
 
 pytestmark = pytest.mark.skipif(not _background.available(), reason="needs os.fork")
@@ -61,12 +61,6 @@ def drained() -> Any:
     yield
     with contextlib.suppress(BaseException):  # reported by the test itself
         kinetrace.wait(timeout=120)
-
-
-def subprocess_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(TESTS), *(p for p in sys.path if p)]))
-    return env
 
 
 def text_of(path: Path) -> bytes:
@@ -310,7 +304,7 @@ UNWRITABLE_SCRIPT = textwrap.dedent(
     """
     import json, sys, time
     import kinetrace
-    from synthetic import SyntheticResult
+    from support.synthetic import SyntheticResult
     out = {}
     for how in ("result", "next-export", "wait"):
         handle = kinetrace.export_chrome_trace(
@@ -374,7 +368,7 @@ EXIT_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
     import kinetrace
-    from synthetic import SyntheticResult
+    from support.synthetic import SyntheticResult
     from test_background import SlowResult
     bg, fg, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
     handle = kinetrace.export_chrome_trace(
@@ -499,7 +493,7 @@ def test_exit_reports_an_error_nobody_collected(collected: bool) -> None:
     script = textwrap.dedent(
         f"""
         import kinetrace
-        from synthetic import SyntheticResult
+        from support.synthetic import SyntheticResult
         handle = kinetrace.export_chrome_trace(
             SyntheticResult(5000), "/dev/full", background=True
         )

@@ -80,6 +80,14 @@ def test_stock_torch_is_not_timed_through_kinetrace(tmp_path: Path) -> None:
             _bench.compare(lambda: _bench.record_workload(5), str(tmp_path))
 
 
+def test_measure_handler_block(tmp_path: Path) -> None:
+    prof = _bench.record_workload(5)
+    handler = kinetrace.tensorboard_trace_handler(tmp_path)
+    blocked, done = benchlib.measure_handler_block(handler, prof)
+    assert 0 < blocked <= done
+    assert len(list(tmp_path.iterdir())) == 1
+
+
 def _run(date: str, speedup: float, handler_torch: float = 1.0) -> dict:
     return {
         "iterations": 100,

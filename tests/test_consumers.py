@@ -16,7 +16,8 @@ import torch
 from torch.profiler._chrome_trace_export import export_chrome_trace as torch_python_export
 
 import kinetrace
-from activities import FakeResult, chain, launch_set, memcpy_memset_set
+from support.fakes import FakeResult
+from support.scenarios import chain, launch_set, memcpy_memset_set
 
 # HTA 0.5.0 and torch-tb-profiler call pandas methods with inplace= and copy=, which
 # pandas 3 deprecates (Pandas4Warning, named by its base class so the filter does not need

@@ -125,7 +125,9 @@ def gloo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_ranks(tmp_path_factory.mktemp("gloo"), "gloo", WORLD_SIZE)
 
 
-def check_rank_traces(trace_dir: Path, backend: str, world_size: int) -> dict[int, Any]:
+def verified_rank_traces(trace_dir: Path, backend: str, world_size: int) -> dict[int, Any]:
+    """Each rank's trace, parsed, once asserted equal to torch's Python export of that rank
+    and labelled with its rank, world size and backend."""
     files = rank_files(trace_dir)
     assert sorted(files) == list(range(world_size)), "one file per rank"
     traces = {}
@@ -142,7 +144,7 @@ def check_rank_traces(trace_dir: Path, backend: str, world_size: int) -> dict[in
 
 
 def test_gloo_ranks(gloo_traces: Path) -> None:
-    traces = check_rank_traces(gloo_traces, "gloo", WORLD_SIZE)
+    traces = verified_rank_traces(gloo_traces, "gloo", WORLD_SIZE)
     for trace in traces.values():
         names = Counter(event["name"] for event in trace["traceEvents"])
         assert names["c10d::allreduce_"] == RECORDED_STEPS
@@ -160,7 +162,7 @@ def test_gloo_ranks(gloo_traces: Path) -> None:
 def test_nccl_record_param_comms(tmp_path: Path) -> None:
     world_size = min(WORLD_SIZE, torch.cuda.device_count())
     trace_dir = run_ranks(tmp_path, "nccl", world_size)
-    traces = check_rank_traces(trace_dir, "nccl", world_size)
+    traces = verified_rank_traces(trace_dir, "nccl", world_size)
     for trace in traces.values():
         comms = [e for e in trace["traceEvents"] if e["name"] == "record_param_comms"]
         assert comms, "no record_param_comms events"

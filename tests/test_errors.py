@@ -16,7 +16,10 @@ import torch.profiler._chrome_trace_export as torch_export
 from torch.profiler import ProfilerActivity, profile
 
 import kinetrace
-from activities import BASE, T0, Clock, FakeActivity, FakeResult, Raise, launch_set, torch_bytes
+from support import BASE, T0
+from support.fakes import FakeActivity, FakeResult, Raise
+from support.oracle import torch_bytes
+from support.scenarios import Clock, launch_set
 
 
 class AccessorError(Exception):

@@ -10,37 +10,32 @@ from pathlib import Path
 import pytest
 
 import kinetrace
-from activities import (
-    BASE,
-    EXCLUDED_CATEGORIES,
-    PID,
-    T0,
+from kinetrace._kinetrace import trimonth_base_ns
+from support import BASE, T0
+from support.fakes import PID, FakeActivity, FakeResult
+from support.oracle import EXCLUDED_CATEGORIES, assert_reads, compare, expected_base, torch_bytes
+from support.scenarios import (
     TRICKY_NAMES,
     Clock,
-    FakeActivity,
-    FakeResult,
-    activity_events,
     annotation_instant_overhead_set,
     chain,
-    check_reads,
     comms_set,
-    compare,
     durations_set,
-    expected_base,
     flow_types_set,
     fwdbwd_set,
-    is_strict_json,
-    json_string_identity,
-    kinetrace_trace,
     launch_set,
     memcpy_memset_set,
     metadata_set,
     names_set,
     odd_ids_set,
-    read_trace,
-    torch_bytes,
 )
-from kinetrace._kinetrace import trimonth_base_ns
+from support.traces import (
+    activity_events,
+    is_strict_json,
+    json_string_identity,
+    kinetrace_trace,
+    read_trace,
+)
 
 
 def everything() -> list[FakeActivity]:
@@ -78,13 +73,13 @@ SETS = {
 def test_byte_identical(build, tmp_path):
     result = FakeResult(build())
     compare(result, tmp_path)
-    check_reads(result)
+    assert_reads(result)
 
 
 def test_everything_gzip(tmp_path):
     result = FakeResult(everything())
     compare(result, tmp_path, name="trace.json.gz")
-    check_reads(result)
+    assert_reads(result)
 
 
 @pytest.mark.parametrize("level, threads", [(0, 1), (1, 2), (9, 1), (6, 4)])
@@ -133,7 +128,7 @@ def test_very_long_name_and_metadata(tmp_path):
     ]
     result = FakeResult(acts)
     compare(result, tmp_path)
-    check_reads(result)
+    assert_reads(result)
 
 
 def test_very_long_name_gzip_stored_blocks(tmp_path):
@@ -193,7 +188,7 @@ def test_reads_only_what_is_needed(tmp_path):
     assert by_cat[("kernel", 0, 0)]["linked_activity"] == 1
     assert by_cat[("gpu_memcpy", 0, 0)]["linked_activity"] == 0
     assert by_cat[("cpu_op", 0, 0)]["linked_activity"] == 0
-    check_reads(result)
+    assert_reads(result)
 
 
 @pytest.mark.parametrize(
@@ -238,7 +233,7 @@ def test_many_activities_cross_batches(tmp_path, name, kwargs):
         )
     result = FakeResult(acts)
     compare(result, tmp_path, name=name, **kwargs)
-    check_reads(result)
+    assert_reads(result)
 
 
 def test_concurrent_exports_of_one_result(tmp_path):
@@ -276,7 +271,7 @@ def test_mixed_activity_classes(tmp_path):
     acts[1] = OtherActivity(**acts[1].values)
     result = FakeResult(acts)
     compare(result, tmp_path)
-    check_reads(result)
+    assert_reads(result)
 
 
 def test_background_export_same_bytes(tmp_path):
@@ -346,7 +341,7 @@ def test_blank_metadata_beside_external_id(tmp_path):
     assert events[0]["args"] == {"External id": 5}
     assert events[1]["args"] == {}
     assert events[2]["args"] == {"External id": 6}
-    check_reads(result)
+    assert_reads(result)
 
 
 def test_blank_metadata_on_kernel_and_comms(tmp_path):
@@ -379,7 +374,7 @@ def test_blank_metadata_on_kernel_and_comms(tmp_path):
     events = activity_events(trace)
     assert events[1].get("args", {}) == {}
     assert events[2]["args"] == {"External id": 4, "stream": 7}
-    check_reads(result)
+    assert_reads(result)
 
 
 @pytest.mark.parametrize(

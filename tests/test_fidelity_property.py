@@ -18,16 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kinetrace
-from activities import (
-    BASE,
-    EXCLUDED_CATEGORIES,
-    PID,
-    TRIMONTH_NS,
-    FakeActivity,
-    FakeResult,
+from support import BASE, TRIMONTH_NS
+from support.fakes import PID, FakeActivity, FakeResult
+from support.oracle import EXCLUDED_CATEGORIES, assert_reads, compare
+from support.traces import (
     activity_events,
-    check_reads,
-    compare,
     is_strict_json,
     json_string_identity,
     normalize_strings,
@@ -301,7 +296,7 @@ def test_valid_input_is_byte_identical(tmp_path_factory, case):
     result, metadata, base = case
     directory = tmp_path_factory.mktemp("prop", numbered=True)
     compare(result, directory, metadata, base=base)
-    check_reads(result)
+    assert_reads(result)
 
 
 @given(case=activity_sets(valid_fragments(), valid_header_values()))

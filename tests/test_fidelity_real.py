@@ -21,14 +21,8 @@ import torch.profiler._chrome_trace_export as torch_export
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 import kinetrace
-from activities import (
-    activity_events,
-    compare,
-    read_trace,
-    single_member_text,
-    strict_loads,
-    torch_bytes,
-)
+from support.oracle import compare, torch_bytes
+from support.traces import activity_events, read_trace, single_member_text, strict_loads
 
 
 def workload(n: int = 6) -> torch.Tensor:

@@ -20,21 +20,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kinetrace
-from activities import (
-    PID,
-    T0,
-    Clock,
-    FakeActivity,
-    FakeResult,
-    Raise,
-    assert_same_bytes,
-    expected_base,
-    is_strict_json,
-    kernel_metadata,
-    read_trace,
-    single_member_text,
-    strict_loads,
-)
+from support import T0
+from support.fakes import PID, FakeActivity, FakeResult, Raise
+from support.oracle import assert_same_bytes, expected_base
+from support.scenarios import Clock, kernel_metadata
+from support.traces import is_strict_json, read_trace, single_member_text, strict_loads
 
 WORKERS = (1, 2, 3)
 SUFFIXES = (".json", ".json.gz")

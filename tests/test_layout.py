@@ -1,12 +1,16 @@
-"""The package's layout rule: imports inside ``python/kinetrace`` run one way (no cycle),
-counting function-local imports too."""
+"""The package's layout rules: imports inside ``python/kinetrace`` run one way (no cycle),
+counting function-local imports too; every module serves the package's own entry points;
+and what the benchmarks take from the package is code the package itself uses (benchmark-only
+code lives in ``benches/``, outside the wheel)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "python" / "kinetrace"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "python" / "kinetrace"
+BENCHES = ROOT / "benches"
 
 
 def _imports(path: Path, modules: set[str]) -> set[str]:
@@ -78,3 +82,66 @@ def test_only_the_entry_points_import_the_orchestrator() -> None:
     graph = import_graph()
     importers = {name for name, deps in graph.items() if "_export" in deps}
     assert importers <= {"__init__", "__main__", "_profiler", "_bench"}, importers
+
+
+def test_every_module_serves_the_entry_points() -> None:
+    """Each module is imported, directly or not, by ``kinetrace`` or ``kinetrace.__main__``:
+    none is there only for tests or benchmarks."""
+    graph = import_graph()
+    seen: set[str] = set()
+    todo = ["__init__", "__main__"]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(graph.get(name, ()))
+    assert set(graph) - seen == set()
+
+
+def _package_names() -> set[str]:
+    """Every name the package's modules use (read, call, import, attribute)."""
+    used: set[str] = set()
+    for path in PACKAGE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Name):
+                used.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                used.add(node.attr)
+            elif isinstance(node, ast.ImportFrom):
+                used.update(alias.name for alias in node.names)
+    return used
+
+
+def _taken_by_benches() -> set[tuple[str, str, str]]:
+    """(bench file, private module, name) for every name a benchmark takes from a private
+    module of the package (``from kinetrace import _m`` then ``_m.name``, or ``from
+    kinetrace._m import name``); the native ``_kinetrace`` is left out."""
+    taken: set[tuple[str, str, str]] = set()
+    for path in BENCHES.glob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "kinetrace":
+                for alias in node.names:
+                    if alias.name.startswith("_") and alias.name != "_kinetrace":
+                        aliases[alias.asname or alias.name] = alias.name
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kinetrace._"):
+                module = node.module.split(".")[1]  # type: ignore[union-attr]
+                if module != "_kinetrace":
+                    taken.update((path.name, module, alias.name) for alias in node.names)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
+                taken.add((path.name, aliases[node.value.id], node.attr))
+    return taken
+
+
+def test_benchmarks_take_no_benchmark_only_code_from_the_package() -> None:
+    taken = _taken_by_benches()
+    assert ("bench_export.py", "_bench", "compare") in taken  # the scan sees the benches
+    used = _package_names()
+    bench_only = sorted(item for item in taken if item[2] not in used)
+    assert bench_only == [], f"move these to benches/benchlib.py: {bench_only}"

@@ -501,14 +501,6 @@ def test_handler_export_error_propagates(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_measure_handler_block(tmp_path: Path) -> None:
-    with profile(activities=CPU) as prof:
-        work()
-    blocked, done = _profiler.measure_handler_block(tensorboard_trace_handler(tmp_path), prof)
-    assert 0 < blocked <= done
-    assert len(list(tmp_path.iterdir())) == 1
-
-
 @pytest.fixture
 def no_pending_exports() -> Iterator[None]:
     yield

@@ -36,8 +36,8 @@ import pytest
 
 import kinetrace
 from kinetrace import _kinetrace
+from support.aftermath import subprocess_env
 
-TESTS = Path(__file__).resolve().parent
 #: Runs a command as root without the capabilities that bypass file permissions.
 DROP_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
 #: The attacker's user id when the test runs as root.
@@ -49,7 +49,8 @@ SCRIPT = textwrap.dedent(
     import json, os, stat, sys, zlib
     import kinetrace
     from kinetrace import _kinetrace
-    from synthetic import SyntheticResult, warm_up
+    from support.measure import warm_up
+    from support.synthetic import SyntheticResult
 
     root, suffix, attacker = sys.argv[1], sys.argv[2], int(sys.argv[3])
     kinds = sys.argv[4].split(",")
@@ -165,8 +166,7 @@ SCRIPT = textwrap.dedent(
 
 def run_planted(tmp_path: Path, suffix: str, kinds: list[str]) -> list[str]:
     """Runs :data:`SCRIPT` as an ordinary user would; returns its failures."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(TESTS), *(p for p in sys.path if p)]))
+    env = subprocess_env()
     command = [sys.executable, "-c", SCRIPT, str(tmp_path), suffix]
     if os.geteuid() == 0:
         if shutil.which("setpriv") is None:
@@ -228,7 +228,7 @@ def test_worker_outputs_have_no_name(tmp_path, monkeypatch):
     """While the workers write, the destination's folder holds no file of theirs: their
     outputs are anonymous."""
     from kinetrace import _workers
-    from synthetic import SyntheticResult
+    from support.synthetic import SyntheticResult
 
     seen: list[list[str]] = []
     real = _workers._Worker.receive

@@ -25,17 +25,9 @@ import pytest
 import torch
 
 import kinetrace
-from activities import (
-    FakeResult,
-    chain,
-    comms_set,
-    fwdbwd_set,
-    launch_set,
-    memcpy_memset_set,
-    read_trace,
-    single_member_text,
-    strict_loads,
-)
+from support.fakes import FakeResult
+from support.scenarios import chain, comms_set, fwdbwd_set, launch_set, memcpy_memset_set
+from support.traces import read_trace, single_member_text, strict_loads
 
 HERE = Path(__file__).parent
 
@@ -266,7 +258,7 @@ def test_export_keep_is_byte_identical(tmp_path, cpu_profile):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="workers need fork")
 def test_export_keep_same_for_any_worker_count(tmp_path):
-    from synthetic import SyntheticResult
+    from support.synthetic import SyntheticResult
 
     result = SyntheticResult(30_000, gpu=True)
     outputs = []

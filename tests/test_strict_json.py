@@ -22,21 +22,17 @@ import torch.profiler._chrome_trace_export as torch_export
 from torch.profiler import ProfilerActivity, profile
 
 import kinetrace
-from activities import (
-    BASE,
-    PID,
-    T0,
-    TRIMONTH_NS,
-    FakeActivity,
-    FakeResult,
+from kinetrace._kinetrace import trimonth_base_ns
+from support import BASE, T0, TRIMONTH_NS
+from support.fakes import PID, FakeActivity, FakeResult
+from support.oracle import torch_bytes
+from support.traces import (
     activity_events,
     is_strict_json,
     kinetrace_trace,
     read_trace,
     strict_loads,
-    torch_bytes,
 )
-from kinetrace._kinetrace import trimonth_base_ns
 
 
 def ts_ns(value: Decimal) -> int:

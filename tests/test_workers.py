@@ -1,6 +1,6 @@
 """Forked extraction (``workers=``): failures in workers, interrupts, cleanup, fallbacks.
 
-Byte identity for every worker count is checked by ``activities.compare``, which every
+Byte identity for every worker count is checked by ``support.oracle.compare``, which every
 fidelity test goes through.
 """
 
@@ -14,9 +14,10 @@ import time
 import pytest
 
 import kinetrace
-from activities import PID, T0, FakeActivity, FakeResult
-from interrupts import interrupt_handler, latency_bound, resend_lost_interrupts
 from kinetrace import _workers
+from support import T0
+from support.fakes import PID, FakeActivity, FakeResult
+from support.interrupts import interrupt_handler, latency_bound, resend_lost_interrupts
 
 pytestmark = pytest.mark.skipif(not _workers.can_fork(), reason="needs os.fork")
 
@@ -114,8 +115,10 @@ def _exit_3():
     [(_kill_self, "killed by signal 9"), (_exit_3, "exited with status 3")],
 )
 def test_worker_that_dies(existing, action, message, forked):
+    """A worker that dies raises ``kinetrace.WorkerError``: the public name, a RuntimeError."""
+    assert issubclass(kinetrace.WorkerError, RuntimeError)
     result = FakeResult(_activities(400, special_at=399, action=action))
-    with pytest.raises(_workers.WorkerError, match=message):
+    with pytest.raises(kinetrace.WorkerError, match=message):
         kinetrace.export_chrome_trace(result, existing, workers=2)
     assert existing.read_bytes() == b"previous trace"
     assert _leftovers(existing.parent) == []

@@ -21,6 +21,7 @@ from kinetrace._gzip import GzipWriter
 from kinetrace._kinetrace import __version__
 from kinetrace._split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
 from kinetrace._tools import CheckReport, check_trace
+from kinetrace._workers import WorkerError
 
 if TYPE_CHECKING:
     from kinetrace._profiler import (
@@ -70,6 +71,7 @@ __all__ = [
     "Part",
     "ProfilerAction",
     "SplitResult",
+    "WorkerError",
     "__version__",
     "check_trace",
     "export_chrome_trace",

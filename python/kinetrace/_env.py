@@ -1,5 +1,6 @@
 """Helpers every part of the package shares: the default gzip level, the cores available,
-argument range checks, torch's version, and waiting (interruptibly) for a FIFO's reader."""
+integer arguments' ranges (``require_in_range``), torch's version, and waiting
+(interruptibly) for a FIFO's reader."""
 
 from __future__ import annotations
 
@@ -59,7 +60,9 @@ def fifo_reader_ready(path: str) -> Iterator[None]:
             os.close(probe)
 
 
-def _check_range(name: str, value: Any, low: int, high: int) -> None:
+def require_in_range(name: str, value: Any, low: int, high: int) -> None:
+    """Raises ``TypeError`` unless ``value`` is an int (a bool is not), ``ValueError`` unless
+    ``low <= value <= high``; the message names the argument."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if not low <= value <= high:

@@ -21,10 +21,10 @@ from typing import Any
 from kinetrace import _graphs, _kinetrace
 from kinetrace._env import (
     DEFAULT_COMPRESSLEVEL,
-    _check_range,
     _torch_version,
     available_cpus,
     fifo_reader_ready,
+    require_in_range,
 )
 from kinetrace._extract import ProgressBar, activity_getters, extract_here, start_writer
 from kinetrace._handles import (
@@ -236,16 +236,16 @@ def export_chrome_trace(
         metadata = source_metadata
     trace_name = os.fsdecode(os.fspath(path))
     is_gzip = trace_name.endswith(".gz")
-    if compresslevel is not None:  # checked even where unused, so a typo never passes
-        _check_range("compresslevel", compresslevel, 0, 9)
+    if compresslevel is not None:  # validated even where unused, so a typo never passes
+        require_in_range("compresslevel", compresslevel, 0, 9)
     level: int | None = None
     if is_gzip:
         level = DEFAULT_COMPRESSLEVEL if compresslevel is None else compresslevel
     n_threads = available_cpus() if threads is None else threads
-    _check_range("threads", n_threads, 1, 256)
+    require_in_range("threads", n_threads, 1, 256)
 
     if workers is not None:
-        _check_range("workers", workers, 1, 256)
+        require_in_range("workers", workers, 1, 256)
     graphs = _graphs.prepare(annotations, graph_lanes, default_stream)
 
     if not hasattr(result, "trace_activities"):  # torch < 2.13: Kineto's own writer

@@ -202,7 +202,13 @@ def _batches(activities: Sequence[Any], span: range | None) -> Iterator[list[Any
 def first_pass(
     exporter: Any, activities: Sequence[Any], get: Getters, span: range | None = None
 ) -> None:
-    """Device, resource, timestamp and duration of every activity in ``span``, kept in Rust."""
+    """Device, resource, timestamp and duration of every activity in ``span``, kept in Rust.
+
+    With :func:`second_pass`, the one copy of the batch protocol: used by the in-process
+    export (:func:`extract_here`), each forked worker (``kinetrace._workers``), the demo's
+    accessor floor (``kinetrace._bench``, into a consumer that keeps nothing) and the tests'
+    writer-panic driver. ``exporter`` is the native ``_Exporter`` or anything with its
+    ``add_first_pass`` / ``begin_batch`` / ``submit_batch``."""
     device, resource, timestamp, duration = (get[f] for f in _FIRST_PASS_FIELDS)
     for part in _batches(activities, span):
         exporter.add_first_pass(
@@ -235,7 +241,9 @@ def second_pass(
     span: range | None = None,
 ) -> None:
     """The other fields of the activities in ``span``, batch by batch, each batch queued
-    for the writer thread."""
+    for the writer thread: the categories, linked ids and flow ids first, then the fields
+    ``exporter.begin_batch`` says the format needs (correlation ids, flows, the comms
+    metadata of kernels' linked activities). Its users: see :func:`first_pass`."""
     category, linked_id, flow_id = get["type"], get["linked_correlation_id"], get["flow_id"]
     name, metadata_json, correlation_id = get["name"], get["metadata_json"], get["correlation_id"]
     flow_type, flow_start = get["flow_type"], get["flow_start"]

@@ -9,9 +9,9 @@ from typing import Any
 from kinetrace import _kinetrace
 from kinetrace._env import (
     DEFAULT_COMPRESSLEVEL,
-    _check_range,
     available_cpus,
     fifo_reader_ready,
+    require_in_range,
 )
 
 __all__ = ["GzipWriter"]
@@ -42,9 +42,9 @@ class GzipWriter(io.BufferedIOBase):
         threads: int | None = None,
     ) -> None:
         super().__init__()
-        _check_range("compresslevel", compresslevel, 0, 9)
+        require_in_range("compresslevel", compresslevel, 0, 9)
         n_threads = available_cpus() if threads is None else threads
-        _check_range("threads", n_threads, 1, 256)
+        require_in_range("threads", n_threads, 1, 256)
         if isinstance(file, (str, bytes, os.PathLike)):
             target: Any = os.fsdecode(file)
             self.name: Any = target

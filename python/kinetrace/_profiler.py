@@ -38,7 +38,6 @@ __all__ = [
     "install",
     "installed",
     "installed_context",
-    "measure_handler_block",
     "profile",
     "schedule",
     "tensorboard_trace_handler",
@@ -169,34 +168,6 @@ def schedule(
 # --------------------------------------------------------------------------------------
 
 
-def _export_via_kinetrace(
-    source: Any,
-    path: str | os.PathLike[str],
-    metadata: Mapping[str, Any] | None,
-    *,
-    cuda_graph_annotations: Mapping[int, Any] | None = None,
-    graph_lanes: str = "none",
-    default_stream: int = 7,
-    compresslevel: int | None = None,
-    threads: int | None = None,
-    background: bool = False,
-) -> Any:
-    options: dict[str, Any] = {}
-    if cuda_graph_annotations is not None or graph_lanes != "none" or default_stream != 7:
-        options.update(
-            annotations=cuda_graph_annotations,
-            graph_lanes=graph_lanes,
-            default_stream=default_stream,
-        )
-    if compresslevel is not None:
-        options["compresslevel"] = compresslevel
-    if threads is not None:
-        options["threads"] = threads
-    if background:
-        options["background"] = True
-    return _export.export_chrome_trace(source, path, metadata, **options)
-
-
 def _torch_method(owner: type, name: str) -> Any:
     """torch's own ``owner.name``: the one saved by :func:`install`, else the current one."""
     with _lock:
@@ -223,6 +194,47 @@ def _torch_options(
     if default_stream != 7:
         options["default_stream"] = default_stream
     return options
+
+
+def _export_or_defer(
+    owner: type,
+    profile: Any,
+    path: str | os.PathLike[str],
+    metadata: Mapping[str, Any] | None,
+    *,
+    torch_writes: bool,
+    torch_args: tuple[Any, ...] = (),
+    use_python_export: bool,
+    cuda_graph_annotations: Mapping[int, Any] | None,
+    graph_lanes: str,
+    default_stream: int,
+    compresslevel: int | None,
+    threads: int | None,
+    background: bool,
+) -> Any:
+    """The body of both export methods :func:`install` puts over torch's: where
+    ``torch_writes``, torch's own method (``owner``'s, given ``torch_args`` after the path and
+    the torch-only options the caller set); otherwise :func:`kinetrace.export_chrome_trace`
+    with the options the caller set (kinetrace's own defaults for the others)."""
+    if torch_writes:
+        options = _torch_options(
+            use_python_export, cuda_graph_annotations, graph_lanes, default_stream
+        )
+        return _torch_method(owner, _EXPORT)(profile, path, *torch_args, **options)
+    kinetrace_options: dict[str, Any] = {}
+    if cuda_graph_annotations is not None or graph_lanes != "none" or default_stream != 7:
+        kinetrace_options.update(
+            annotations=cuda_graph_annotations,
+            graph_lanes=graph_lanes,
+            default_stream=default_stream,
+        )
+    if compresslevel is not None:
+        kinetrace_options["compresslevel"] = compresslevel
+    if threads is not None:
+        kinetrace_options["threads"] = threads
+    if background:
+        kinetrace_options["background"] = True
+    return _export.export_chrome_trace(profile, path, metadata, **kinetrace_options)
 
 
 def _kineto_profile_export_chrome_trace(
@@ -266,15 +278,13 @@ def _kineto_profile_export_chrome_trace(
         kinetrace's :class:`~kinetrace.ExportStats` (or a background handle); None when
         torch wrote the trace.
     """
-    if getattr(self, "_use_cuspy", False) or self.profiler is None:
-        options = _torch_options(
-            use_python_export, cuda_graph_annotations, graph_lanes, default_stream
-        )
-        return _torch_method(_KINETO_OWNER, _EXPORT)(self, path, **options)
-    return _export_via_kinetrace(
+    return _export_or_defer(
+        _KINETO_OWNER,
         self,
         path,
         None,
+        torch_writes=getattr(self, "_use_cuspy", False) or self.profiler is None,
+        use_python_export=use_python_export,
         cuda_graph_annotations=cuda_graph_annotations,
         graph_lanes=graph_lanes,
         default_stream=default_stream,
@@ -303,16 +313,14 @@ def _autograd_profile_export_chrome_trace(
     annotations are written by kinetrace, as for ``profile``); torch's own implementation
     runs for a disabled profiler (``enabled=False``) and where Kineto is not available.
     """
-    if not getattr(self, "enabled", True) or not torch.autograd.kineto_available():
-        options = _torch_options(
-            use_python_export, cuda_graph_annotations, graph_lanes, default_stream
-        )
-        original = _torch_method(_AUTOGRAD_OWNER, _EXPORT)
-        return original(self, path, metadata, **options)
-    return _export_via_kinetrace(
+    return _export_or_defer(
+        _AUTOGRAD_OWNER,
         self,
         path,
         metadata,
+        torch_writes=not getattr(self, "enabled", True) or not torch.autograd.kineto_available(),
+        torch_args=(metadata,),
+        use_python_export=use_python_export,
         cuda_graph_annotations=cuda_graph_annotations,
         graph_lanes=graph_lanes,
         default_stream=default_stream,
@@ -504,26 +512,9 @@ def tensorboard_trace_handler(
             return prof.export_chrome_trace(path, use_python_export=use_python_export)
         if keep is not None or split_mb is not None:
             return _export.export_chrome_trace(prof, path, None, keep=keep, split_mb=split_mb)
-        return _export_via_kinetrace(prof, path, None, background=background)
+        return _export.export_chrome_trace(prof, path, None, background=background)
 
     return handler_fn
-
-
-def measure_handler_block(handler: Callable[[Any], Any], prof: Any) -> tuple[float, float]:
-    """How long ``handler(prof)`` holds up its caller, and how long until the file is done.
-
-    Returns:
-        ``(blocked_s, done_s)``: seconds until the handler returned, and until its export
-        finished (the same for a synchronous export; for a background one, after waiting on
-        the handle's ``result()``, which re-raises the export's error).
-    """
-    started = time.perf_counter()
-    outcome = handler(prof)
-    blocked = time.perf_counter() - started
-    result = getattr(outcome, "result", None)
-    if callable(result):
-        result()
-    return blocked, time.perf_counter() - started
 
 
 # --------------------------------------------------------------------------------------

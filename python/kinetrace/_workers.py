@@ -9,7 +9,7 @@ The parent works on slice 0 and forks one worker per other slice. Protocol, per 
 2. the parent merges the summaries in slice order (so the first timestamp per device and
    thread is the trace's first), picks the time base, sends it to every worker and writes
    the header and process/thread events;
-3. each worker formats its slice into its output file (plain text, or a raw deflate piece
+3. each worker formats its slice into its output file (plain text, or a raw deflate stream
    for gzip) and reports its counts;
 4. the parent writes its own slice, then splices each worker's output in order, then the
    closing events. The trace text is byte-identical to the single-process export.
@@ -121,7 +121,9 @@ def default_workers(activities: int) -> int:
 
 
 class WorkerError(RuntimeError):
-    """A worker process died or failed without an exception we could carry back."""
+    """A forked process of an export (a ``workers=`` worker, or the ``background=True``
+    child) died, or failed without an exception that could be carried back to the caller.
+    Public as ``kinetrace.WorkerError``."""
 
 
 def _fork() -> int:

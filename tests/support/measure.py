@@ -1,0 +1,189 @@
+"""Measuring an export: its wall time and the peak memory it adds (this process and its forked
+workers), against the budget kinetrace documents (64 MiB + 32 bytes an activity).
+
+Linux only (``/proc``): elsewhere the readers return None and the growth reads 0.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+__all__ = [
+    "PeakRss",
+    "export_measured",
+    "memory_budget",
+    "proc_kib",
+    "warm_up",
+]
+
+
+def proc_kib(pid: int | str, file: str, *fields: str) -> int | None:
+    """The sum of ``fields`` in ``/proc/PID/FILE`` (``status``: ``VmRSS``, ``VmHWM``, ...;
+    ``smaps_rollup``: ``Pss``, ``Private_Dirty``, ...), in KiB; None where the file cannot be
+    read or holds none of them."""
+    wanted = {field.encode() for field in fields}
+    total: int | None = None
+    try:
+        with open(f"/proc/{pid}/{file}", "rb") as f:
+            for line in f:
+                name, _, rest = line.partition(b":")
+                if name in wanted:
+                    total = (total or 0) + int(rest.split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def _status_kib(field: str, pid: int | str = "self") -> int | None:
+    """A ``VmXXX`` field of /proc/PID/status, in KiB."""
+    return proc_kib(pid, "status", field)
+
+
+def _pss_kib(pid: int | str = "self") -> int | None:
+    """Proportional set size of a process (shared pages split among their users), KiB."""
+    return proc_kib(pid, "smaps_rollup", "Pss")
+
+
+def _children() -> list[int]:
+    """This process's child processes (kinetrace's forked workers)."""
+    pids: list[int] = []
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.extend(int(p) for p in f.read().split())
+    except OSError:
+        pass
+    return pids
+
+
+def _reset_hwm() -> bool:
+    """Resets VmHWM to the current RSS (Linux >= 4.0); False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True
+
+
+class PeakRss:
+    """Peak memory over a block, relative to when it is entered.
+
+    ``growth``: this process's resident memory: VmRSS sampled from a thread every
+    ``interval`` seconds and, where the kernel allows resetting it, VmHWM (exact).
+
+    ``total_growth``: the same plus forked child processes (kinetrace's ``workers``): while
+    children exist, the sum of every process's PSS (shared copy-on-write pages counted
+    once) is sampled every ``pss_interval`` seconds (reading PSS costs milliseconds).
+    """
+
+    def __init__(self, interval: float = 0.01, pss_interval: float = 0.05) -> None:
+        self.interval = interval
+        self.pss_interval = pss_interval
+        self.baseline = 0
+        self.peak_sampled = 0
+        self.peak_hwm: int | None = None
+        self.pss_baseline = 0
+        self.peak_total = 0
+        self.samples = 0
+        self.max_children = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._hwm_reset = False
+
+    def _sample(self) -> None:
+        last_pss = 0.0
+        while not self._stop.wait(self.interval):
+            rss = _status_kib("VmRSS")
+            if rss is None:
+                continue
+            self.samples += 1
+            self.peak_sampled = max(self.peak_sampled, rss * 1024)
+            now = time.monotonic()
+            children = _children()
+            if children and now - last_pss >= self.pss_interval:
+                last_pss = now
+                self.max_children = max(self.max_children, len(children))
+                total = sum(_pss_kib(p) or 0 for p in ["self", *children]) * 1024
+                self.peak_total = max(self.peak_total, total - self.pss_baseline)
+            elif not children:
+                # Alone: this process's growth (RSS and PSS grow alike).
+                self.peak_total = max(self.peak_total, rss * 1024 - self.baseline)
+
+    def __enter__(self) -> PeakRss:
+        self._hwm_reset = _reset_hwm()
+        self.pss_baseline = (_pss_kib() or 0) * 1024
+        self.baseline = (_status_kib("VmRSS") or 0) * 1024
+        self.peak_sampled = self.baseline
+        self._thread = threading.Thread(target=self._sample, name="rss-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+        rss = _status_kib("VmRSS")
+        if rss is not None:
+            self.peak_sampled = max(self.peak_sampled, rss * 1024)
+        if self._hwm_reset:
+            hwm = _status_kib("VmHWM")
+            self.peak_hwm = None if hwm is None else hwm * 1024
+
+    @property
+    def growth(self) -> int:
+        peak = max(self.peak_sampled, self.peak_hwm or 0)
+        return max(0, peak - self.baseline)
+
+    @property
+    def total_growth(self) -> int:
+        return max(self.growth, self.peak_total)
+
+
+def memory_budget(n: int) -> int:
+    """The peak-memory budget of an export of ``n`` activities: 64 MiB + 32 bytes each."""
+    return 64 * 2**20 + 32 * n
+
+
+def warm_up() -> None:
+    """Imports what the first export of a process imports (torch, for the device
+    properties), so that a measurement counts the export and not the import."""
+    try:
+        import torch
+
+        torch.cuda.is_available()
+    except ImportError:
+        pass
+
+
+def export_measured(result: Any, path: str, *, warm: bool = True, **kwargs: Any) -> dict[str, Any]:
+    """Exports ``result`` to ``path``, measuring wall time and peak RSS growth (the baseline
+    is taken right before ``export_chrome_trace``, after the source is built)."""
+    import kinetrace
+
+    if warm:
+        warm_up()
+    with PeakRss() as rss:
+        started = time.perf_counter()
+        stats = kinetrace.export_chrome_trace(result, path, **kwargs)
+        seconds = time.perf_counter() - started
+    n = len(result)
+    return {
+        "n": n,
+        "path": stats.path,
+        "events": stats.events,
+        "uncompressed_bytes": stats.uncompressed_bytes,
+        "file_bytes": stats.file_bytes,
+        "seconds": seconds,
+        "rss_baseline": rss.baseline,
+        "rss_growth": rss.growth,
+        "rss_growth_sampled": max(0, rss.peak_sampled - rss.baseline),
+        "rss_growth_hwm": None if rss.peak_hwm is None else max(0, rss.peak_hwm - rss.baseline),
+        "rss_samples": rss.samples,
+        "total_growth": rss.total_growth,
+        "workers_seen": rss.max_children,
+        "budget": memory_budget(n),
+    }

@@ -1,0 +1,113 @@
+"""Rust panics: one on the calling thread is a ``PanicException``, one on the writer thread
+a ``RuntimeError``; either way the interpreter and the module keep working, no temporary
+file or thread is left, and an existing file is untouched. The writer-thread panic is
+injected by driving kinetrace's own extraction (``_extract.extract_here``) into an exporter
+that panics after a chosen batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kinetrace
+from kinetrace import _extract, _kinetrace
+from support import BASE
+from support.aftermath import (
+    OLD,
+    assert_no_kinetrace_threads,
+    assert_untouched,
+)
+from support.synthetic import SyntheticResult
+from support.traces import assert_valid_trace
+
+
+def test_panic_on_the_calling_thread_is_an_exception(tmp_path):
+    with pytest.raises(BaseException) as info:  # PanicException derives from BaseException
+        _kinetrace._panic_for_tests()
+    assert type(info.value).__name__ == "PanicException"
+    assert "requested by a test" in str(info.value)
+    # The interpreter and the module keep working.
+    stats = kinetrace.export_chrome_trace(SyntheticResult(5000), tmp_path / "t.json.gz")
+    assert stats.events > 5000
+    assert_valid_trace(tmp_path / "t.json.gz")
+
+
+class PanickingExporter:
+    """An ``_Exporter`` whose writer thread is made to panic (``_inject_panic``) before batch
+    ``panic_after`` of the second pass (-1: before the close; None: never)."""
+
+    def __init__(self, inner: Any, panic_after: int | None) -> None:
+        self.inner = inner
+        self.panic_after = panic_after
+        self.batches = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def begin_batch(self, *columns: Any) -> Any:
+        if self.batches == self.panic_after:
+            self.inner._inject_panic()
+        self.batches += 1
+        return self.inner.begin_batch(*columns)
+
+    def close(self, trace_name: str) -> None:
+        if self.panic_after == -1:
+            self.inner._inject_panic()
+        self.inner.close(trace_name)
+
+
+def drive_exporter(
+    path: Path,
+    result: Any,
+    *,
+    compresslevel: int | None = None,
+    panic_after: int | None = None,
+) -> None:
+    """Runs kinetrace's own extraction (``_extract.extract_here``, both passes) into a
+    :class:`PanickingExporter` and waits for the file, as an in-process export does."""
+    inner = _kinetrace._Exporter(str(path), compresslevel, 2, False)
+    exporter = PanickingExporter(inner, panic_after)
+    try:
+        _extract.extract_here(exporter, result, result.trace_activities(), None, BASE, str(path))
+        inner.wait(None)
+    except BaseException:
+        inner.abort()
+        raise
+
+
+def test_driver_matches_export(tmp_path):
+    """The driver writes what export_chrome_trace writes (so the panic tests exercise the
+    real flow)."""
+    result = SyntheticResult(20_000, gpu=True)
+    drive_exporter(tmp_path / "t.json", result)
+    direct = (tmp_path / "t.json").read_bytes()
+    kinetrace.export_chrome_trace(result, tmp_path / "t.json", base_time_ns=BASE)
+    assert (tmp_path / "t.json").read_bytes() == direct
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+@pytest.mark.parametrize(
+    "panic_after",
+    [0, 3, -1],
+    ids=["before-first-batch", "after-three-batches", "before-close"],
+)
+def test_writer_thread_panic(tmp_path, suffix, panic_after):
+    path = tmp_path / f"t{suffix}"
+    path.write_bytes(OLD)
+    with pytest.raises(RuntimeError, match="panic") as info:
+        drive_exporter(
+            path,
+            SyntheticResult(40_000),
+            compresslevel=6 if suffix.endswith(".gz") else None,
+            panic_after=panic_after,
+        )
+    assert "requested by a test" in str(info.value)
+    assert_untouched(tmp_path, {path.name: OLD})
+    assert_no_kinetrace_threads()
+    # Later exports work, through the driver and through the API.
+    drive_exporter(path, SyntheticResult(5_000), compresslevel=6 if ".gz" in suffix else None)
+    assert_valid_trace(path)
+    kinetrace.export_chrome_trace(SyntheticResult(5_000), path)
+    assert_valid_trace(path)
