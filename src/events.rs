@@ -491,7 +491,7 @@ pub(crate) fn read_trace_with(
 // with an index of about 100 bytes per event) are in flight.
 
 /// Bytes per chunk of a parallel read.
-const CHUNK: usize = 4 << 20;
+const CHUNK: usize = 2 << 20;
 
 /// Most scanning threads.
 const MAX_THREADS: usize = 8;
@@ -546,14 +546,14 @@ struct Chunk {
 }
 
 /// Scans the events of a chunk, which starts at the first byte of an event.
-fn scan_chunk(text: &[u8]) -> (Vec<Indexed>, ChunkEnd) {
-    let mut events = Vec::with_capacity(text.len() / 256);
+fn scan_chunk(text: &[u8], events: &mut Vec<Indexed>) -> ChunkEnd {
+    events.clear();
     let mut s = Scanner::new(text);
     loop {
         let start = s.pos;
         let scanned = scan_event(&text[start..]).filter(|(_, spans)| spans[0].0 == Kind::Str);
         let Some((len, spans)) = scanned else {
-            return (events, ChunkEnd::Unsure(start));
+            return ChunkEnd::Unsure(start);
         };
         events.push(Indexed {
             start: start as u32,
@@ -565,18 +565,18 @@ fn scan_chunk(text: &[u8]) -> (Vec<Indexed>, ChunkEnd) {
             Some(b',') => {
                 s.pos += 1;
                 match s.ws() {
-                    None => return (events, ChunkEnd::Next),
+                    None => return ChunkEnd::Next,
                     Some(b'{') => continue,
                     Some(_) => {}
                 }
             }
-            Some(b']') => return (events, ChunkEnd::Closed(s.pos)),
+            Some(b']') => return ChunkEnd::Closed(s.pos),
             _ => {}
         }
         // What follows the event is wrong, or not in the chunk: the lexer reads the event
         // again and reports it.
         events.pop();
-        return (events, ChunkEnd::Unsure(start));
+        return ChunkEnd::Unsure(start);
     }
 }
 
@@ -624,21 +624,43 @@ impl<'f> Chunked<'f> {
             .then_some(Chunked { file, len, options })
     }
 
-    /// Reads `len` bytes at `offset`.
-    fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
-        let mut text = vec![0u8; len];
+    /// Reads `len` bytes at `offset` into `text` (a reused buffer: its old bytes are
+    /// overwritten, not zeroed first).
+    fn read_into(&self, text: &mut Vec<u8>, offset: u64, len: usize) -> std::io::Result<()> {
+        if text.len() >= len {
+            text.truncate(len);
+        } else {
+            text.resize(len, 0);
+        }
         #[cfg(unix)]
         {
             use std::os::unix::fs::FileExt;
-            self.file.read_exact_at(&mut text, offset)?;
+            self.file.read_exact_at(text, offset)
         }
         #[cfg(not(unix))]
         {
             let _ = offset;
-            return Err(std::io::ErrorKind::Unsupported.into());
+            Err(std::io::ErrorKind::Unsupported.into())
         }
-        #[allow(unreachable_code)]
-        Ok(text)
+    }
+
+    /// The first sync point in the `search` bytes from `from`, read a few KiB at a time (one
+    /// is usually a line away).
+    fn find_sync_point(&self, from: u64, search: u64) -> std::io::Result<Option<u64>> {
+        let end = (from + search).min(self.len);
+        let mut window = 4096u64;
+        let mut text = Vec::new();
+        loop {
+            let upto = (from + window).min(end);
+            self.read_into(&mut text, from, (upto - from) as usize)?;
+            if let Some(i) = sync_point(&text) {
+                return Ok(Some(from + i as u64));
+            }
+            if upto == end {
+                return Ok(None);
+            }
+            window *= 4;
+        }
     }
 
     /// The chunk starts from `first` (the first event) on: each is a sync point, the last
@@ -657,8 +679,7 @@ impl<'f> Chunked<'f> {
             let mut next = None;
             let mut nominal = start + chunk;
             while next.is_none() && nominal < start + 4 * chunk && nominal < self.len {
-                let n = search.min(self.len - nominal) as usize;
-                next = sync_point(&self.read_at(nominal, n)?).map(|i| nominal + i as u64);
+                next = self.find_sync_point(nominal, search)?;
                 nominal += chunk / 2 + 1;
             }
             match next {
@@ -687,10 +708,12 @@ impl<'f> Chunked<'f> {
         let task_rx = Mutex::new(task_rx);
         let (done_tx, done_rx) = mpsc::channel::<(usize, std::io::Result<Chunk>)>();
         let stop = AtomicBool::new(false);
+        // Buffers of chunks already told, for the workers to reuse.
+        let spare: Mutex<Vec<(Vec<u8>, Vec<Indexed>)>> = Mutex::new(Vec::new());
         std::thread::scope(|scope| {
             for _ in 0..self.options.threads {
                 let done_tx = done_tx.clone();
-                let (task_rx, stop, starts) = (&task_rx, &stop, &starts);
+                let (task_rx, stop, starts, spare) = (&task_rx, &stop, &starts, &spare);
                 scope.spawn(move || loop {
                     let task = match task_rx.lock() {
                         Ok(rx) => rx.recv(),
@@ -701,15 +724,22 @@ impl<'f> Chunked<'f> {
                         return;
                     }
                     let (start, end) = (starts[k], starts[k + 1]);
-                    let chunk = self.read_at(start, (end - start) as usize).map(|text| {
-                        let (events, end) = scan_chunk(&text);
-                        Chunk {
-                            start,
-                            text,
-                            events,
-                            end,
-                        }
-                    });
+                    let (mut text, mut events) = spare
+                        .lock()
+                        .ok()
+                        .and_then(|mut spare| spare.pop())
+                        .unwrap_or_default();
+                    let chunk = self
+                        .read_into(&mut text, start, (end - start) as usize)
+                        .map(|()| {
+                            let end = scan_chunk(&text, &mut events);
+                            Chunk {
+                                start,
+                                text,
+                                events,
+                                end,
+                            }
+                        });
                     if done_tx.send((k, chunk)).is_err() {
                         return;
                     }
@@ -769,6 +799,10 @@ impl<'f> Chunked<'f> {
                         }
                         index += 1;
                     }
+                    let chunk_start = chunk.start;
+                    if let Ok(mut spare) = spare.lock() {
+                        spare.push((chunk.text, chunk.events));
+                    }
                     let lexer_from = match end {
                         ChunkEnd::Next => {
                             k += 1;
@@ -776,10 +810,10 @@ impl<'f> Chunked<'f> {
                             continue;
                         }
                         ChunkEnd::Closed(at) => {
-                            inp.seek_plain(chunk.start + at as u64 + 1)?;
+                            inp.seek_plain(chunk_start + at as u64 + 1)?;
                             return Ok(());
                         }
-                        ChunkEnd::Unsure(at) => chunk.start + at as u64,
+                        ChunkEnd::Unsure(at) => chunk_start + at as u64,
                     };
                     // The lexer reads on from there until it lands on a later chunk's start.
                     inp.seek_plain(lexer_from)?;

@@ -19,7 +19,7 @@
 // Every module is private and the bindings are the only entry point: without the `python`
 // feature the whole library would be reported dead. Unused code is reported by the build
 // with the bindings (`cargo clippy --all-targets --all-features`).
-#![cfg_attr(not(feature = "python"), allow(dead_code))]
+#![cfg_attr(not(feature = "python"), allow(dead_code, unused_imports))]
 
 mod check;
 mod error;

@@ -84,9 +84,7 @@ impl<'a> Scanner<'a> {
         let mut plain = true;
         let mut ascii = true;
         loop {
-            while i < buf.len() && !STRING_STOP[buf[i] as usize] {
-                i += 1;
-            }
+            i = plain_run_end(buf, i);
             match *buf.get(i)? {
                 b'"' => break,
                 b'\\' => {
@@ -248,6 +246,37 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// Where the run of plain string bytes (see [`STRING_STOP`]) from `i` ends: eight bytes at
+/// a time while they last (most strings of a trace are short keys and names).
+#[inline]
+fn plain_run_end(buf: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    /// The high bit of each byte of `x` that is zero, and maybe of some bytes after one.
+    #[inline]
+    fn zero_bytes(x: u64) -> u64 {
+        x.wrapping_sub(ONES) & !x & HIGH
+    }
+    while let Some(word) = buf.get(i..i + 8) {
+        let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        // Bytes below 0x20 (x - 0x20 borrows), '"', '\\', and bytes with the high bit set.
+        let stop = (x.wrapping_sub(ONES * 0x20) & !x & HIGH)
+            | zero_bytes(x ^ (ONES * u64::from(b'"')))
+            | zero_bytes(x ^ (ONES * u64::from(b'\\')))
+            | (x & HIGH);
+        if stop != 0 {
+            // The lowest flagged byte is always a true stop (a false flag needs a borrow
+            // from a lower byte that is one).
+            return i + (stop.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < buf.len() && !STRING_STOP[buf[i] as usize] {
+        i += 1;
+    }
+    i
+}
+
 #[inline]
 fn digits(buf: &[u8], mut i: usize) -> usize {
     while buf.get(i).is_some_and(u8::is_ascii_digit) {
@@ -389,6 +418,24 @@ mod tests {
             scanner_value(ok.as_bytes()).map(|(k, _)| k),
             Some(Kind::Array)
         );
+    }
+
+    #[test]
+    fn plain_runs_end_at_the_first_stop_byte_wherever_it_is() {
+        for stop in [b'"', b'\\', 0x00, 0x1f, 0x80, 0xff] {
+            for at in 0..20 {
+                let mut text = vec![b'a'; 24];
+                text[at] = stop;
+                if at + 1 < text.len() {
+                    // A byte after the stop that could set a false flag.
+                    text[at + 1] = 0x21;
+                }
+                assert_eq!(plain_run_end(&text, 0), at, "stop {stop:#x} at {at}");
+                assert_eq!(plain_run_end(&text, at.min(3)), at);
+            }
+        }
+        assert_eq!(plain_run_end(b"abcdefghijklmnopq", 0), 17);
+        assert_eq!(plain_run_end(b"\x7f !#~", 0), 5);
     }
 
     #[test]

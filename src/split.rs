@@ -19,7 +19,8 @@
 //! flow never leaves its activity behind. An unbound flow end is judged by its own `pid`
 //! and `ts`.
 //!
-//! `filter` reads the input once. `split` reads it twice: the first pass collects the
+//! Both read through [`crate::events`] (a plain `.json` in parallel chunks). `filter` reads
+//! the input once. `split` reads it twice: the first pass collects the
 //! header, the metadata events and a histogram of event bytes over time (at most
 //! [`MAX_CELLS`] cells; the cell width doubles as needed, so empty stretches cost nothing),
 //! from which it cuts the windows; the second pass writes each event into its part. Parts
@@ -33,10 +34,12 @@
 //! threads; and the open-flow table: the text of flow ends whose other end has not been
 //! read yet (per part), which is empty between flows in torch's and Kineto's layout but
 //! holds the `ac2g` starts of CPU launches until their kernels are read when CPU activities
-//! come first (about 150 bytes per pending flow end).
+//! come first (about 150 bytes per pending flow end). Reading adds its chunks in flight
+//! (see [`crate::events`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -543,8 +546,33 @@ impl Write for SinkWrite {
 /// Bytes of events over time, in cells of `1 << shift` ns.
 #[derive(Default)]
 struct Histogram {
-    cells: HashMap<i64, u64>,
+    cells: HashMap<i64, u64, BuildHasherDefault<CellHasher>>,
     shift: u32,
+}
+
+/// Hashes a histogram cell (an `i64`) with one multiplication: the keys are not chosen by
+/// anyone who could gain from collisions, and SipHash cost as much as the rest of the
+/// first pass's bookkeeping.
+#[derive(Default)]
+struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_i64(&mut self, n: i64) {
+        // The high bits of the product mix every bit of the key; hashbrown uses the top 7
+        // bits and the low bits, so fold them together.
+        let product = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = product ^ (product >> 32);
+    }
 }
 
 impl Histogram {
@@ -552,7 +580,8 @@ impl Histogram {
         *self.cells.entry(ts_ns >> self.shift).or_default() += bytes;
         while self.cells.len() > MAX_CELLS {
             self.shift += 1;
-            let mut merged = HashMap::with_capacity(self.cells.len());
+            let mut merged =
+                HashMap::with_capacity_and_hasher(self.cells.len(), Default::default());
             for (cell, n) in self.cells.drain() {
                 *merged.entry(cell >> 1).or_default() += n;
             }
