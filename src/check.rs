@@ -32,18 +32,18 @@ use crate::members::Source;
 
 /// Most distinct keys kept in each counting map (phases, categories, pids, threads, open
 /// flows). Past it, new values are not counted and the summary is marked truncated.
-pub const MAX_DISTINCT: usize = 1 << 20;
+pub(crate) const MAX_DISTINCT: usize = 1 << 20;
 
 /// Most top-level keys listed in the summary.
 const MAX_TOP_KEYS: usize = 64;
 
 /// Settings of [`check_reader`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CheckOptions {
+pub(crate) struct CheckOptions {
     /// Most error messages kept (all errors are counted).
-    pub max_errors: usize,
+    pub(crate) max_errors: usize,
     /// Deepest nesting of arrays and objects accepted.
-    pub max_depth: usize,
+    pub(crate) max_depth: usize,
 }
 
 impl Default for CheckOptions {
@@ -57,7 +57,7 @@ impl Default for CheckOptions {
 
 /// A scalar found under one of the top-level keys the summary reports.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TopValue {
+pub(crate) enum TopValue {
     /// The number exactly as written.
     Number(String),
     Str(String),
@@ -69,47 +69,47 @@ pub enum TopValue {
 
 /// What `check` found: validity, the messages, and a summary of the trace.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CheckReport {
+pub(crate) struct CheckReport {
     /// No errors at all (JSON and trace checks).
-    pub valid: bool,
+    pub(crate) valid: bool,
     /// The whole input parsed as one JSON value (it may still fail the trace checks).
-    pub json_valid: bool,
+    pub(crate) json_valid: bool,
     /// The first `max_errors` messages, plus the syntax error that ended the walk if any.
-    pub errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
     /// Every error found (the walk stops at a syntax error, so later ones are not seen).
-    pub error_count: u64,
+    pub(crate) error_count: u64,
     /// Things that are valid but worth knowing (a gzip file of several members).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
     /// Bytes of JSON read (decompressed).
-    pub json_bytes: u64,
+    pub(crate) json_bytes: u64,
     /// Gzip members in the file; 0 for plain JSON.
-    pub gzip_members: u32,
+    pub(crate) gzip_members: u32,
     /// Top-level keys in order (at most 64).
-    pub top_level_keys: Vec<String>,
-    pub schema_version: Option<TopValue>,
-    pub trace_name: Option<TopValue>,
-    pub base_time_ns: Option<TopValue>,
-    pub display_time_unit: Option<TopValue>,
+    pub(crate) top_level_keys: Vec<String>,
+    pub(crate) schema_version: Option<TopValue>,
+    pub(crate) trace_name: Option<TopValue>,
+    pub(crate) base_time_ns: Option<TopValue>,
+    pub(crate) display_time_unit: Option<TopValue>,
     /// Elements of `traceEvents`.
-    pub events: u64,
+    pub(crate) events: u64,
     /// Events per `ph`, most frequent first.
-    pub phases: Vec<(String, u64)>,
+    pub(crate) phases: Vec<(String, u64)>,
     /// `X` and `i`/`I` events per `cat` (`""` when missing), most frequent first.
-    pub categories: Vec<(String, u64)>,
+    pub(crate) categories: Vec<(String, u64)>,
     /// Distinct `pid` values.
-    pub processes: u64,
+    pub(crate) processes: u64,
     /// Distinct (`pid`, `tid`) pairs.
-    pub threads: u64,
+    pub(crate) threads: u64,
     /// Smallest `ts` in µs.
-    pub ts_min: Option<f64>,
+    pub(crate) ts_min: Option<f64>,
     /// Largest `ts + dur` (or `ts`) in µs.
-    pub ts_max: Option<f64>,
+    pub(crate) ts_max: Option<f64>,
     /// `s`/`f` pairs matched by (`cat`, `id`).
-    pub flows_paired: u64,
+    pub(crate) flows_paired: u64,
     /// Flow events left without their other end.
-    pub flows_unpaired: u64,
+    pub(crate) flows_unpaired: u64,
     /// Some counting map reached [`MAX_DISTINCT`]: counts are lower bounds.
-    pub summary_truncated: bool,
+    pub(crate) summary_truncated: bool,
 }
 
 /// The fields of one event that the checks need (reused from event to event).
@@ -317,18 +317,12 @@ impl<'a, R: BufRead> Checker<'a, R> {
                         self.inp.value(1, None)?;
                     }
                 }
-                b = self.inp.ws_expect("',' or '}'")?;
-                match b {
-                    b',' => {
-                        self.inp.pos += 1;
-                        b = self.inp.after_comma(b'}', "a key")?;
-                    }
-                    b'}' => break,
-                    _ => {
-                        return Err(self
-                            .inp
-                            .fail(format!("expected ',' or '}}', found {}", show(b))))
-                    }
+                match self
+                    .inp
+                    .next_item(b'}', "a key", "after a top-level value")?
+                {
+                    Some(next) => b = next,
+                    None => break,
                 }
             }
         }
@@ -365,19 +359,9 @@ impl<'a, R: BufRead> Checker<'a, R> {
             self.inp.event = Some(index);
             self.event(b, index)?;
             index += 1;
-            b = self.inp.ws_expect("',' or ']'")?;
-            match b {
-                b',' => {
-                    self.inp.pos += 1;
-                    b = self.inp.after_comma(b']', "an event")?;
-                }
-                b']' => break,
-                _ => {
-                    return Err(self.inp.fail(format!(
-                        "expected ',' or ']' after an event, found {}",
-                        show(b)
-                    )))
-                }
+            match self.inp.next_item(b']', "an event", "after an event")? {
+                Some(next) => b = next,
+                None => break,
             }
         }
         self.inp.pos += 1;
@@ -439,18 +423,7 @@ impl<'a, R: BufRead> Checker<'a, R> {
     /// After a member of an event: the next key's first byte, or `}`.
     #[inline]
     fn next_member(inp: &mut Input<'_, R>) -> PResult<u8> {
-        let b = inp.ws_expect("',' or '}'")?;
-        match b {
-            b',' => {
-                inp.pos += 1;
-                inp.after_comma(b'}', "a key")
-            }
-            b'}' => Ok(b),
-            _ => Err(inp.fail(format!(
-                "expected ',' or '}}' in an event, found {}",
-                show(b)
-            ))),
-        }
+        Ok(inp.next_item(b'}', "a key", "in an event")?.unwrap_or(b'}'))
     }
 
     /// "X event \"aten::add\"": how messages name the event in `f`.
@@ -704,7 +677,7 @@ fn split_id(bytes: &[u8]) -> ((Kind, &[u8]), &[u8]) {
 ///
 /// An invalid trace is not an error: the report says so. Errors are I/O failures (with the
 /// context "cannot read") and what `progress` returns.
-pub fn check_reader<R: BufRead>(
+pub(crate) fn check_reader<R: BufRead>(
     reader: R,
     options: CheckOptions,
     progress: &mut dyn FnMut(u64) -> Result<()>,
@@ -762,7 +735,7 @@ pub fn check_reader<R: BufRead>(
 }
 
 /// Opens `path` and checks it (see [`check_reader`]); I/O errors name the path.
-pub fn check_path(
+pub(crate) fn check_path(
     path: &Path,
     options: CheckOptions,
     progress: &mut dyn FnMut(u64) -> Result<()>,

@@ -157,14 +157,9 @@ fn walk(
                 let raw = inp.end_capture();
                 v.header(&t.key, raw, seen_events).map_err(Stop::Fatal)?;
             }
-            b = inp.ws_expect("',' or '}'")?;
-            match b {
-                b',' => {
-                    inp.pos += 1;
-                    b = inp.after_comma(b'}', "a key")?;
-                }
-                b'}' => break,
-                _ => return Err(inp.fail("expected ',' or '}' after a top-level value")),
+            match inp.next_item(b'}', "a key", "after a top-level value")? {
+                Some(next) => b = next,
+                None => break,
             }
         }
     }
@@ -225,22 +220,19 @@ fn read_events<R: BufRead>(
             event(inp, t, keys, b, v)?;
         }
         index += 1;
-        b = inp.ws_expect("',' or ']'")?;
-        match b {
-            b',' => {
-                inp.pos += 1;
-                b = inp.after_comma(b']', "an event")?;
+        match inp.next_item(b']', "an event", "after an event")? {
+            Some(next) => {
+                b = next;
                 if stop_at(inp.offset()) {
                     inp.event = None;
                     return Ok(Stopped::At(index));
                 }
             }
-            b']' => {
+            None => {
                 inp.pos += 1;
                 inp.event = None;
                 return Ok(Stopped::Closed);
             }
-            _ => return Err(inp.fail("expected ',' or ']' after an event")),
         }
     }
 }
@@ -405,14 +397,9 @@ fn event<R: BufRead>(
             if let Some(i) = slot {
                 kinds[i] = k;
             }
-            b = inp.ws_expect("',' or '}'")?;
-            match b {
-                b',' => {
-                    inp.pos += 1;
-                    b = inp.after_comma(b'}', "a key")?;
-                }
-                b'}' => break,
-                _ => return Err(inp.fail("expected ',' or '}' in an event")),
+            match inp.next_item(b'}', "a key", "in an event")? {
+                Some(next) => b = next,
+                None => break,
             }
         }
     }

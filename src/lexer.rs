@@ -22,11 +22,11 @@ use crate::members::Source;
 pub(crate) const BUF_SIZE: usize = 256 * 1024;
 
 /// Bytes read between two calls of the progress callback (the place to check for Ctrl-C).
-pub const PROGRESS_EVERY: u64 = 4 << 20;
+pub(crate) const PROGRESS_EVERY: u64 = 4 << 20;
 
 /// Longest prefix of a string value kept when a field's text is needed (`ph`, `cat`, `name`,
 /// a string `pid`...). Longer values are checked in full but compared by this prefix.
-pub const STRING_CAP: usize = 64 * 1024;
+pub(crate) const STRING_CAP: usize = 64 * 1024;
 
 /// Where the walk stopped early.
 pub(crate) enum Stop {
@@ -349,6 +349,27 @@ impl<'a, R: BufRead> Input<'a, R> {
             return Err(self.fail(format!("trailing comma before '{}'", close as char)));
         }
         Ok(b)
+    }
+
+    /// After an item of the container that `close` ends: past the `,` to the first byte of
+    /// the next item (`Some`; `item` names it for errors), or at `close` (`None`; not
+    /// consumed). `place` says where, for errors ("after an event", "in an event").
+    #[inline]
+    pub(crate) fn next_item(&mut self, close: u8, item: &str, place: &str) -> PResult<Option<u8>> {
+        let expected = if close == b'}' {
+            "',' or '}'"
+        } else {
+            "',' or ']'"
+        };
+        let b = self.ws_expect(expected)?;
+        if b == b',' {
+            self.pos += 1;
+            return self.after_comma(close, item).map(Some);
+        }
+        if b == close {
+            return Ok(None);
+        }
+        Err(self.fail(format!("expected {expected} {place}, found {}", show(b))))
     }
 
     /// At a string (`b` is its first byte): reads an object key into `key`, then the colon;

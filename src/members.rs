@@ -7,11 +7,11 @@ use std::io::{self, BufRead, Read};
 use flate2::bufread::GzDecoder;
 
 /// The two bytes every gzip member starts with.
-pub const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+pub(crate) const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// The decompressed bytes of a trace file: plain, or gzip with any number of members
 /// (counted, so the summary can warn about readers that stop after the first).
-pub enum Source<R: BufRead> {
+pub(crate) enum Source<R: BufRead> {
     Plain(R),
     Gzip(Box<Members<R>>),
 }
@@ -19,7 +19,7 @@ pub enum Source<R: BufRead> {
 impl<R: BufRead> Source<R> {
     /// Looks at the first byte: gzip if it starts the gzip magic (JSON never starts with
     /// 0x1f, a control character), plain otherwise.
-    pub fn detect(mut reader: R) -> io::Result<Self> {
+    pub(crate) fn detect(mut reader: R) -> io::Result<Self> {
         let head = loop {
             match reader.fill_buf() {
                 Ok(head) => break head,
@@ -38,7 +38,7 @@ impl<R: BufRead> Source<R> {
     }
 
     /// Gzip members started so far (0 for plain input).
-    pub fn members(&self) -> u32 {
+    pub(crate) fn members(&self) -> u32 {
         match self {
             Source::Plain(_) => 0,
             Source::Gzip(m) => m.members,
@@ -57,7 +57,7 @@ impl<R: BufRead> Read for Source<R> {
 
 /// Gzip members one after the other (what `flate2::bufread::MultiGzDecoder` does), counting
 /// them and naming non-gzip data after a member as such.
-pub struct Members<R: BufRead> {
+pub(crate) struct Members<R: BufRead> {
     decoder: Option<GzDecoder<R>>,
     members: u32,
 }

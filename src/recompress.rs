@@ -12,20 +12,20 @@ use crate::sink::{Encoding, Sink};
 
 /// Byte counts of [`recompress`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RecompressStats {
+pub(crate) struct RecompressStats {
     /// Decompressed bytes streamed through the encoder.
-    pub json_bytes: u64,
+    pub(crate) json_bytes: u64,
     /// Bytes of the new gzip file.
-    pub file_bytes: u64,
+    pub(crate) file_bytes: u64,
     /// Gzip members of the source (0 for plain JSON).
-    pub source_members: u32,
+    pub(crate) source_members: u32,
 }
 
 /// Streams `src` (plain, or gzip with any number of members) into `dst` as ONE gzip member
 /// with the parallel encoder. The output is atomic (see [`crate::sink`]): on any error,
 /// including `progress` failing, the temporary file is removed and an existing `dst` is
 /// untouched; `dst` may be `src` itself. The content is not validated.
-pub fn recompress(
+pub(crate) fn recompress(
     src: &Path,
     dst: &Path,
     level: u32,

@@ -54,24 +54,24 @@ pub(crate) const MAX_CELLS: usize = 1 << 18;
 pub(crate) const MAX_KEPT_TEXT: usize = 64 << 20;
 
 /// Most parts of a split (the names have three digits).
-pub const MAX_PARTS: usize = 999;
+pub(crate) const MAX_PARTS: usize = 999;
 
 /// Write buffer of each part during a split.
 const PART_BUFFER: usize = 64 << 10;
 
 /// Which events a filtered trace keeps. Empty lists and `None` keep everything.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FilterSpec {
+pub(crate) struct FilterSpec {
     /// Keep only events whose `cat` is one of these (events without `cat` are kept).
-    pub include_cats: Vec<String>,
+    pub(crate) include_cats: Vec<String>,
     /// Drop events whose `cat` is one of these.
-    pub exclude_cats: Vec<String>,
+    pub(crate) exclude_cats: Vec<String>,
     /// Drop events with a `dur` (µs) below this.
-    pub min_dur_us: Option<f64>,
+    pub(crate) min_dur_us: Option<f64>,
     /// Keep only events that overlap [start, end) in µs (instants: start <= ts < end).
-    pub window_us: Option<(f64, f64)>,
+    pub(crate) window_us: Option<(f64, f64)>,
     /// Keep only events whose `pid` is one of these (a number's text, or a string's value).
-    pub pids: Vec<String>,
+    pub(crate) pids: Vec<String>,
 }
 
 impl FilterSpec {
@@ -359,18 +359,18 @@ impl<W: Write> TraceWriter<W> {
 
 /// What [`filter`] did.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FilterStats {
+pub(crate) struct FilterStats {
     /// Events in the source (all of `traceEvents`).
-    pub events_read: u64,
+    pub(crate) events_read: u64,
     /// Events written, metadata included.
-    pub events_written: u64,
+    pub(crate) events_written: u64,
     /// Metadata events written.
-    pub metadata_written: u64,
+    pub(crate) metadata_written: u64,
     /// Flow ends dropped because another end of their flow was not kept.
-    pub flow_events_cut: u64,
+    pub(crate) flow_events_cut: u64,
     /// Bytes of JSON read and written (decompressed).
-    pub json_bytes_read: u64,
-    pub json_bytes_written: u64,
+    pub(crate) json_bytes_read: u64,
+    pub(crate) json_bytes_written: u64,
 }
 
 struct Filtering<'s, W: Write> {
@@ -465,7 +465,7 @@ impl<W: Write> Visitor for Filtering<'_, W> {
 /// docs for what a kept trace contains). The output is atomic ([`crate::sink`]); it is an
 /// error, and nothing is written, when no event is kept. `trace_name` replaces the value
 /// of a `traceName` key (an export filtered from a temporary file names its destination).
-pub fn filter(
+pub(crate) fn filter(
     src: &Path,
     dst: &Path,
     spec: &FilterSpec,
@@ -662,30 +662,30 @@ impl Visitor for Survey<'_> {
 
 /// One part of a split, as planned and then as written.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PartStats {
+pub(crate) struct PartStats {
     /// Where it is (its final name).
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Its window [start, end) in µs.
-    pub start_us: f64,
-    pub end_us: f64,
+    pub(crate) start_us: f64,
+    pub(crate) end_us: f64,
     /// Events written, metadata included.
-    pub events: u64,
+    pub(crate) events: u64,
     /// Bytes of JSON.
-    pub json_bytes: u64,
+    pub(crate) json_bytes: u64,
 }
 
 /// What [`split`] did.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SplitStats {
-    pub parts: Vec<PartStats>,
+pub(crate) struct SplitStats {
+    pub(crate) parts: Vec<PartStats>,
     /// Events in the source (all of `traceEvents`).
-    pub events_read: u64,
+    pub(crate) events_read: u64,
     /// Flow ends dropped because their flow crosses a window edge.
-    pub flow_events_cut: u64,
+    pub(crate) flow_events_cut: u64,
     /// Bytes of JSON read (decompressed, one pass).
-    pub json_bytes_read: u64,
+    pub(crate) json_bytes_read: u64,
     /// Parts over the size asked for (when more than that falls in one histogram cell).
-    pub oversized_parts: u64,
+    pub(crate) oversized_parts: u64,
 }
 
 /// The second pass of a split.
@@ -798,27 +798,27 @@ fn stem(name: &str) -> &str {
 
 /// How a split is done.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SplitOptions {
+pub(crate) struct SplitOptions {
     /// Most bytes of JSON per part.
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
     /// Where the parts go (the source's directory when `None`).
-    pub out_dir: Option<PathBuf>,
+    pub(crate) out_dir: Option<PathBuf>,
     /// Gzip output (level, threads), or plain JSON; `None`: like the source.
-    pub gzip: Option<Option<(u32, usize)>>,
+    pub(crate) gzip: Option<Option<(u32, usize)>>,
     /// Level and threads for gzip output when `gzip` is `None` and the source is gzip.
-    pub default_gzip: (u32, usize),
+    pub(crate) default_gzip: (u32, usize),
     /// The stem of the part names (default: the source's name without its suffix).
-    pub stem: Option<String>,
+    pub(crate) stem: Option<String>,
     /// What the part names end with (default `.json`, or `.json.gz` for gzip parts).
-    pub suffix: Option<String>,
+    pub(crate) suffix: Option<String>,
     /// Replaces the value of a `traceName` key.
-    pub trace_name: Option<String>,
+    pub(crate) trace_name: Option<String>,
 }
 
 /// Splits the trace at `src` into parts by time window, each at most `max_bytes` of JSON
 /// (see the module docs). Reads the input twice; the parts appear all together at the end,
 /// or none of them.
-pub fn split(
+pub(crate) fn split(
     src: &Path,
     options: &SplitOptions,
     progress: &mut dyn FnMut(u64) -> Result<()>,
