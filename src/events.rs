@@ -12,9 +12,11 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
+use crate::interrupt::POLL;
 use crate::lexer::{Input, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
 use crate::members::Source;
 use crate::scan::{self, Scanner};
@@ -735,7 +737,9 @@ impl<'f> Chunked<'f> {
             drop(done_tx);
             let in_flight = self.options.threads + 2;
             let mut sent = 0;
-            let send_upto = |n: usize, sent: &mut usize| {
+            // Sends the chunks from `first` (those before it are not needed) up to `n`.
+            let send_upto = |first: usize, n: usize, sent: &mut usize| {
+                *sent = (*sent).max(first);
                 while *sent < n.min(chunks) {
                     // The workers outlive this loop, so the channel is open.
                     let _ = task_tx.send(*sent);
@@ -755,17 +759,22 @@ impl<'f> Chunked<'f> {
                         read_events(inp, t, keys, v, index, &mut |_| false)?;
                         return Ok(());
                     }
-                    send_upto(k + in_flight, &mut sent);
+                    send_upto(k, k + in_flight, &mut sent);
                     let chunk = loop {
                         if let Some(c) = arrived.remove(&k) {
                             break c;
                         }
-                        match done_rx.recv() {
+                        // A wait of at most POLL, then the progress callback (where Ctrl-C
+                        // is answered), as every wait of the crate (`crate::interrupt`).
+                        match done_rx.recv_timeout(POLL) {
                             Ok((i, c)) if i >= k => {
                                 arrived.insert(i, c);
                             }
                             Ok(_) => {}
-                            Err(_) => {
+                            Err(RecvTimeoutError::Timeout) => {
+                                (inp.progress)(starts[k]).map_err(Stop::Fatal)?;
+                            }
+                            Err(RecvTimeoutError::Disconnected) => {
                                 return Err(Stop::Fatal(Error::Panic(
                                     "the threads scanning the trace stopped".into(),
                                 )))
