@@ -18,6 +18,7 @@ from torch.profiler import profile
 
 import kinetrace
 from kinetrace import _kinetrace, _tools
+from support.traces import single_member_text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -283,15 +284,6 @@ def test_check_error_cap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 # --- compress --------------------------------------------------------------------------------
 
 
-def single_member(blob: bytes) -> bytes:
-    """zlib's gzip mode stops after the first member: it must consume everything."""
-    d = zlib.decompressobj(31)
-    out = d.decompress(blob) + d.flush()
-    assert d.eof and d.unused_data == b""
-    assert zlib.decompress(blob, 31) == out
-    return out
-
-
 def test_compress_plain(
     real_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -299,7 +291,7 @@ def test_compress_plain(
     src.write_bytes(real_trace.read_bytes())
     assert run("compress", src) == 0
     dst = tmp_path / "t.json.gz"
-    assert single_member(dst.read_bytes()) == src.read_bytes()
+    assert single_member_text(dst.read_bytes()) == src.read_bytes()
     out = capsys.readouterr().out
     assert f"-> {dst}: " in out and "MB/s" in out and "one gzip member" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json", "t.json.gz"]
@@ -312,12 +304,12 @@ def test_compress_multi_member_in_place(real_trace: Path, tmp_path: Path) -> Non
     src.write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:]))
     assert zlib.decompress(src.read_bytes(), 31) == data[:half]  # what viewers saw before
     assert run("compress", "-l", "1", "-j", "2", src) == 0
-    assert single_member(src.read_bytes()) == data
+    assert single_member_text(src.read_bytes()) == data
     assert _tools.check_trace(src).gzip_members == 1
     # To another file, from the now single-member source.
     dst = tmp_path / "other.gz"
     assert run("compress", "--level", "9", "--threads", "1", src, dst) == 0
-    assert single_member(dst.read_bytes()) == data
+    assert single_member_text(dst.read_bytes()) == data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json.gz", "other.gz"]
 
 
@@ -335,7 +327,7 @@ def test_compress_refuses_to_overwrite(
     assert run("compress", src, src) == 1
     assert src.read_bytes() == real_trace.read_bytes()
     assert run("compress", "-f", src) == 0
-    assert single_member(dst.read_bytes()) == src.read_bytes()
+    assert single_member_text(dst.read_bytes()) == src.read_bytes()
 
 
 @pytest.mark.parametrize(
