@@ -17,6 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import kinetrace
 from support import BASE, T0
+from support.aftermath import temp_files
 from support.fakes import FakeActivity, FakeResult, Raise
 from support.oracle import torch_bytes
 from support.scenarios import Clock, launch_set
@@ -50,10 +51,6 @@ def big_result(
     if fail_at is not None:
         acts[fail_at].values[field] = Raise(exc if exc is not None else AccessorError("boom"))
     return FakeResult(acts)
-
-
-def temp_files(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".kinetrace-tmp"))
 
 
 # --- sources ---------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
 
 
-def check_kineto_format(text: bytes, destination: Path, stats: Any) -> dict[str, Any]:
+def assert_kineto_format(text: bytes, destination: Path, stats: Any) -> dict[str, Any]:
     trace = json.loads(text)
     # Kineto's C++ writer, not torch's Python exporter: pretty-printed, schemaVersion first
     # (after the metadata kinetrace carries itself, if any).
@@ -184,7 +184,7 @@ def test_plain_json_is_kinetos_output(tmp_path: Path) -> None:
     assert open_fds() == before
     assert len(source.saves) == 1
     assert stats.file_bytes == stats.uncompressed_bytes
-    check_kineto_format(dest.read_bytes(), dest, stats)
+    assert_kineto_format(dest.read_bytes(), dest, stats)
     assert os.listdir(tmp_path) == ["t.json"]
 
 
@@ -193,7 +193,7 @@ def test_gzip_is_one_member_of_kinetos_output(tmp_path: Path) -> None:
     stats, _ = export(fake_profile(SaveOnly(record())), dest, threads=3)
     text = unpack(dest)
     assert gzip.decompress(dest.read_bytes()) == text
-    check_kineto_format(text, dest, stats)
+    assert_kineto_format(text, dest, stats)
     assert stats.file_bytes < stats.uncompressed_bytes
     assert os.listdir(tmp_path) == ["t.json.gz"]
 
@@ -210,7 +210,7 @@ def test_output_is_kinetos_bytes(
     stats, _ = export(source, dest, compresslevel=1, threads=2)
     text = unpack(dest) if name.endswith(".gz") else dest.read_bytes()
     assert text == source.expected(dest)
-    check_kineto_format(text, dest, stats)
+    assert_kineto_format(text, dest, stats)
     assert os.listdir(tmp_path) == [name]
 
 
@@ -345,7 +345,7 @@ def test_background_runs_synchronously(tmp_path: Path) -> None:
     assert handle.done()
     stats = handle.result()
     assert stats.path == str(dest)
-    check_kineto_format(unpack(dest), dest, stats)
+    assert_kineto_format(unpack(dest), dest, stats)
     assert kinetrace.wait() == []  # not a pending background export
 
 
@@ -359,7 +359,7 @@ def test_arguments_that_do_not_apply_are_named(tmp_path: Path) -> None:
         workers=2,
     )
     assert "ignored: base_time_ns, workers" in message
-    trace = check_kineto_format(dest.read_bytes(), dest, stats)
+    trace = assert_kineto_format(dest.read_bytes(), dest, stats)
     assert trace["extra"] == 1  # metadata is written on this path too
     _, message = export(fake_profile(SaveOnly(record())), tmp_path / "u.json")
     assert "ignored" not in message
@@ -414,4 +414,4 @@ def test_stream_rejects_bad_descriptors(tmp_path: Path) -> None:
 def test_export_via_kineto_directly(tmp_path: Path) -> None:
     dest = tmp_path / "t.json.gz"
     stats = _fallback.export_via_kineto(SaveOnly(record()), dest, 9, 1)
-    check_kineto_format(unpack(dest), dest, stats)
+    assert_kineto_format(unpack(dest), dest, stats)

@@ -3,13 +3,15 @@
 loaded machine), no temporary file is left, an existing file at the destination is
 untouched, no kinetrace thread or worker process outlives the export, and the next export
 works. Covers both passes, waits for the writer and for a worker, a background handle, the
-gzip writer on a stalled file object, a stalled FIFO, and interrupts that land inside gc
-and weakref callbacks. Sources are ``support.synthetic.SyntheticResult`` (lazy).
+gzip writer on a stalled file object (its ``write``, ``flush`` and ``close``), a stalled
+FIFO, and interrupts that land inside gc and weakref callbacks. Sources are
+``support.synthetic.SyntheticResult`` (lazy).
 """
 
 from __future__ import annotations
 
 import gc
+import gzip
 import os
 import subprocess
 import sys
@@ -319,6 +321,55 @@ def test_ctrl_c_while_gzip_writer_blocks_on_a_slow_file(tmp_path, sigint, write_
     assert_no_kinetrace_threads()
     time.sleep(0.1)
     assert target.calls == calls, "the file object is still written after abort()"
+
+
+@pytest.mark.parametrize("then", ["close", "abort"])
+@pytest.mark.parametrize("call", ["flush", "close"])
+def test_ctrl_c_while_gzip_writer_waits_for_a_stalled_pipe(sigint, call, then):
+    """``flush`` / ``close`` wait for the writer thread, which is stuck writing into a pipe
+    nobody reads: Ctrl-C must interrupt the wait and leave the writer open, so that once
+    the pipe is read ``close`` finishes the member, or once it is closed ``abort`` discards."""
+    read_fd, write_fd = os.pipe()
+    pipe = open(write_fd, "wb", buffering=0)
+    payload = os.urandom(1 << 20)  # incompressible: far more than the pipe holds
+    received = bytearray()
+
+    def drain() -> None:
+        while chunk := os.read(read_fd, 1 << 16):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    # Should the wait ignore Ctrl-C, reading the pipe ends it: the test fails, not hangs.
+    rescue = threading.Timer(30, reader.start)
+    try:
+        writer = kinetrace.GzipWriter(pipe, compresslevel=1, threads=1)
+        writer.write(payload)  # buffered: nothing reaches the pipe yet
+        sigint.after(0.3)
+        rescue.start()
+        try:
+            latency = sigint.expect(getattr(writer, call))
+        finally:
+            rescue.cancel()
+        assert_prompt(latency)
+        assert not writer.closed
+        if then == "close":
+            reader.start()
+            writer.close()
+            pipe.close()
+            reader.join(timeout=30)
+            assert not reader.is_alive()
+            assert writer.closed and writer.bytes_in == len(payload)
+            assert gzip.decompress(bytes(received)) == payload
+        else:
+            os.close(read_fd)  # the writer thread's write fails (broken pipe)
+            read_fd = -1
+            writer.abort()
+            assert writer.closed
+        assert_no_kinetrace_threads()
+    finally:
+        if read_fd >= 0:
+            os.close(read_fd)
+        pipe.close()
 
 
 FIFO_SCRIPT = textwrap.dedent(

@@ -27,6 +27,7 @@ from torch.profiler._chrome_trace_export import export_chrome_trace as torch_pyt
 import kinetrace
 from kinetrace import _export, _profiler
 from kinetrace._profiler import ProfilerAction, profile, schedule, tensorboard_trace_handler
+from support.traces import read_trace
 
 CPU = [ProfilerActivity.CPU]
 TORCH_EXPORT_PARAMETERS = inspect.signature(torch.profiler.profile.export_chrome_trace).parameters
@@ -62,11 +63,6 @@ def python_export_bytes(prof: Any, path: Path) -> bytes:
     data = path.read_bytes()
     path.unlink()
     return data
-
-
-def read_trace(path: Path) -> bytes:
-    data = path.read_bytes()
-    return gzip.decompress(data) if path.name.endswith(".gz") else data
 
 
 def reset_warn_once() -> None:

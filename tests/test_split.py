@@ -47,8 +47,8 @@ def key(event: dict[str, Any]) -> str:
     return json.dumps(event, sort_keys=True)
 
 
-def check_kept_trace(path: str | Path, source_text: bytes) -> dict[str, Any]:
-    """The checks every output gets; returns the parsed trace."""
+def assert_kept_trace(path: str | Path, source_text: bytes) -> dict[str, Any]:
+    """The assertions every output gets; returns the parsed trace."""
     text = read_trace(path)
     if os.fspath(path).endswith(".gz"):
         assert single_member_text(Path(path).read_bytes()) == text
@@ -90,7 +90,7 @@ def check_kept_trace(path: str | Path, source_text: bytes) -> dict[str, Any]:
     return trace
 
 
-def check_split(result: kinetrace.SplitResult, source_text: bytes, max_mb: float) -> None:
+def assert_split(result: kinetrace.SplitResult, source_text: bytes, max_mb: float) -> None:
     source = strict_loads(source_text)
     union: collections.Counter[str] = collections.Counter()
     previous_end = float("-inf")
@@ -98,7 +98,7 @@ def check_split(result: kinetrace.SplitResult, source_text: bytes, max_mb: float
     assert n >= 2
     for i, part in enumerate(result.parts, start=1):
         assert f".part-{i:03}-of-{n:03}." in os.path.basename(part.path)
-        trace = check_kept_trace(part.path, source_text)
+        trace = assert_kept_trace(part.path, source_text)
         assert len(read_trace(part.path)) == part.json_bytes <= max_mb * 1e6
         info = trace["kinetrace_part"]
         assert (info["index"], info["count"]) == (i, n)
@@ -176,7 +176,7 @@ def test_split_real_profile(cpu_profile, tmp_path, name):
         p.path.endswith(".json.gz" if name.endswith(".gz") else ".json") for p in result.parts
     )
     assert sorted(os.listdir(out)) == sorted(os.path.basename(p) for p in result.paths)
-    check_split(result, text, max_mb)
+    assert_split(result, text, max_mb)
     assert result.flow_events_cut > 0  # fwdbwd flows run across the steps
 
 
@@ -185,7 +185,7 @@ def test_split_gpu_shaped_trace(tmp_path):
     kinetrace.export_chrome_trace(gpu_result(), src)
     text = src.read_bytes()
     result = kinetrace.split_trace(src, len(text) / 3 / 1e6)
-    check_split(result, text, len(text) / 3 / 1e6)
+    assert_split(result, text, len(text) / 3 / 1e6)
     kernels = [k for p in result.paths for k in json.loads(read_trace(p))["traceEvents"]]
     assert sum(e.get("cat") == "kernel" for e in kernels) == text.count(b'"cat":"kernel"')
     assert any(e.get("cat") == "ac2g" for e in kernels)
@@ -206,7 +206,7 @@ def test_filter_gpu_shaped_trace(tmp_path, criteria):
     text = src.read_bytes()
     dst = tmp_path / "kept.json.gz"
     result = kinetrace.filter_trace(src, dst, **criteria)
-    trace = check_kept_trace(dst, text)
+    trace = assert_kept_trace(dst, text)
     assert result.events_written == len(trace["traceEvents"])
     events = [e for e in trace["traceEvents"] if e["ph"] != "M"]
     keep = kinetrace.Keep(**criteria)
@@ -286,7 +286,7 @@ def test_export_split_mb(tmp_path, cpu_profile):
     # Same events as the plain export (traceName aside).
     for p in result.paths:
         assert json.loads(read_trace(p))["traceName"] == str(path)
-    check_split(result, text.replace(str(full).encode(), str(path).encode()), len(text) / 4e6)
+    assert_split(result, text.replace(str(full).encode(), str(path).encode()), len(text) / 4e6)
     # keep and split together.
     both = kinetrace.export_chrome_trace(
         cpu_profile,

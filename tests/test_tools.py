@@ -18,6 +18,7 @@ from torch.profiler import profile
 
 import kinetrace
 from kinetrace import _kinetrace, _tools
+from support.traces import single_member_text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -155,7 +156,7 @@ def first_x_event(data: bytes) -> tuple[int, int, re.Match[bytes]]:
     return match.start(), data.count(b"\n", first, match.start()), match
 
 
-def check_invalid(path: Path, data: bytes, capsys: pytest.CaptureFixture[str], needle: str) -> str:
+def assert_invalid(path: Path, data: bytes, capsys: pytest.CaptureFixture[str], needle: str) -> str:
     path.write_bytes(data)
     assert run("check", path) == 1
     out = capsys.readouterr().out
@@ -191,7 +192,7 @@ def test_check_syntax_errors(
     at = data.index(old, offset)
     bad = data[:at] + new + data[at + len(old) :]
     assert bad != data
-    line = check_invalid(tmp_path / f"{name}.json", bad, capsys, needle)
+    line = assert_invalid(tmp_path / f"{name}.json", bad, capsys, needle)
     # The offset of the bad token (after `old`'s common prefix) and the event's index.
     common = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), len(old))
     bad_at = at + common
@@ -208,7 +209,7 @@ def test_check_trailing_comma_in_events(
     data = real_trace.read_bytes()
     end = data.rindex(b"\n]")
     bad = data[:end] + b"," + data[end:]
-    line = check_invalid(tmp_path / "comma.json", bad, capsys, "trailing comma before ']'")
+    line = assert_invalid(tmp_path / "comma.json", bad, capsys, "trailing comma before ']'")
     assert line.startswith(f"offset {end + 2} ")
 
 
@@ -217,13 +218,15 @@ def test_check_truncated(
 ) -> None:
     data = real_trace.read_bytes()
     cut = len(data) * 3 // 5
-    line = check_invalid(tmp_path / "cut.json", data[:cut], capsys, "end of file")
+    line = assert_invalid(tmp_path / "cut.json", data[:cut], capsys, "end of file")
     assert "traceEvents[" in line
     # The same, gzipped: the JSON ends early, not the gzip stream.
-    line = check_invalid(tmp_path / "cut.json.gz", gzip.compress(data[:cut]), capsys, "end of file")
+    line = assert_invalid(
+        tmp_path / "cut.json.gz", gzip.compress(data[:cut]), capsys, "end of file"
+    )
     # A truncated gzip stream.
     blob = gzip.compress(data)
-    check_invalid(tmp_path / "cut2.json.gz", blob[: len(blob) // 2], capsys, "corrupt gzip data")
+    assert_invalid(tmp_path / "cut2.json.gz", blob[: len(blob) // 2], capsys, "corrupt gzip data")
 
 
 def test_check_missing_dur(
@@ -234,7 +237,7 @@ def test_check_missing_dur(
     dur = re.search(rb',"dur":[0-9.]+', match.group(0))
     bad = data[: offset + dur.start()] + data[offset + dur.end() :]
     name = strict_load(bad)["traceEvents"][index]["name"]
-    line = check_invalid(tmp_path / "nodur.json", bad, capsys, 'has no "dur"')
+    line = assert_invalid(tmp_path / "nodur.json", bad, capsys, 'has no "dur"')
     assert line == f'offset {offset} (traceEvents[{index}]): X event "{name}" has no "dur"'
     report = _tools.check_trace(tmp_path / "nodur.json")
     assert report.json_valid and not report.valid and report.error_count == 1
@@ -248,7 +251,7 @@ def test_check_unpaired_flow(
     flow_id = finish.group(1).decode()
     bad = data[: finish.start()] + data[finish.end() :]
     start = re.search(rb'^\{"ph":"s","id":' + finish.group(1) + rb",", bad, re.M)
-    line = check_invalid(tmp_path / "flow.json", bad, capsys, "has no matching")
+    line = assert_invalid(tmp_path / "flow.json", bad, capsys, "has no matching")
     assert line.startswith(f"offset {start.start()} (traceEvents[")
     assert f'flow "s" (cat "fwdbwd", id {flow_id}) has no matching "f"' in line
     report = _tools.check_trace(tmp_path / "flow.json")
@@ -283,15 +286,6 @@ def test_check_error_cap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 # --- compress --------------------------------------------------------------------------------
 
 
-def single_member(blob: bytes) -> bytes:
-    """zlib's gzip mode stops after the first member: it must consume everything."""
-    d = zlib.decompressobj(31)
-    out = d.decompress(blob) + d.flush()
-    assert d.eof and d.unused_data == b""
-    assert zlib.decompress(blob, 31) == out
-    return out
-
-
 def test_compress_plain(
     real_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -299,7 +293,7 @@ def test_compress_plain(
     src.write_bytes(real_trace.read_bytes())
     assert run("compress", src) == 0
     dst = tmp_path / "t.json.gz"
-    assert single_member(dst.read_bytes()) == src.read_bytes()
+    assert single_member_text(dst.read_bytes()) == src.read_bytes()
     out = capsys.readouterr().out
     assert f"-> {dst}: " in out and "MB/s" in out and "one gzip member" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json", "t.json.gz"]
@@ -312,12 +306,12 @@ def test_compress_multi_member_in_place(real_trace: Path, tmp_path: Path) -> Non
     src.write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:]))
     assert zlib.decompress(src.read_bytes(), 31) == data[:half]  # what viewers saw before
     assert run("compress", "-l", "1", "-j", "2", src) == 0
-    assert single_member(src.read_bytes()) == data
+    assert single_member_text(src.read_bytes()) == data
     assert _tools.check_trace(src).gzip_members == 1
     # To another file, from the now single-member source.
     dst = tmp_path / "other.gz"
     assert run("compress", "--level", "9", "--threads", "1", src, dst) == 0
-    assert single_member(dst.read_bytes()) == data
+    assert single_member_text(dst.read_bytes()) == data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json.gz", "other.gz"]
 
 
@@ -335,7 +329,7 @@ def test_compress_refuses_to_overwrite(
     assert run("compress", src, src) == 1
     assert src.read_bytes() == real_trace.read_bytes()
     assert run("compress", "-f", src) == 0
-    assert single_member(dst.read_bytes()) == src.read_bytes()
+    assert single_member_text(dst.read_bytes()) == src.read_bytes()
 
 
 @pytest.mark.parametrize(

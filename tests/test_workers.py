@@ -16,6 +16,7 @@ import pytest
 import kinetrace
 from kinetrace import _workers
 from support import T0
+from support.aftermath import temp_files
 from support.fakes import PID, FakeActivity, FakeResult
 from support.interrupts import interrupt_handler, latency_bound, resend_lost_interrupts
 
@@ -75,10 +76,6 @@ def _all_reaped(pids: list[int]) -> bool:
     return bool(pids)
 
 
-def _leftovers(directory) -> list[str]:
-    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".kinetrace-tmp"))
-
-
 @pytest.fixture
 def existing(tmp_path):
     path = tmp_path / "t.json"
@@ -98,7 +95,7 @@ def test_worker_exception_is_raised_in_the_caller(tmp_path, suffix, forked):
     with pytest.raises(ValueError, match="bad activity in a worker"):
         kinetrace.export_chrome_trace(result, path, workers=2)
     assert path.read_bytes() == b"previous trace"
-    assert _leftovers(tmp_path) == []
+    assert temp_files(tmp_path) == []
     assert _all_reaped(forked)
 
 
@@ -121,7 +118,7 @@ def test_worker_that_dies(existing, action, message, forked):
     with pytest.raises(kinetrace.WorkerError, match=message):
         kinetrace.export_chrome_trace(result, existing, workers=2)
     assert existing.read_bytes() == b"previous trace"
-    assert _leftovers(existing.parent) == []
+    assert temp_files(existing.parent) == []
     assert _all_reaped(forked)
 
 
@@ -151,7 +148,7 @@ def test_ctrl_c_stops_every_worker(existing, forked):
     assert sent, "the export finished before the interrupt"
     assert stopped - sent[0] < latency_bound()
     assert existing.read_bytes() == b"previous trace"
-    assert _leftovers(existing.parent) == []
+    assert temp_files(existing.parent) == []
     assert _all_reaped(forked)
 
 
@@ -218,7 +215,7 @@ def test_background_export_with_workers(tmp_path):
     handle.result()
     a = (tmp_path / "a.json").read_bytes()
     assert a.replace(b"a.json", b"b.json") == (tmp_path / "b.json").read_bytes()
-    assert _leftovers(tmp_path) == []
+    assert temp_files(tmp_path) == []
 
 
 def test_device_ids_are_labelled_by_the_parent_pid(tmp_path):

@@ -26,7 +26,7 @@ from kinetrace._env import (
     fifo_reader_ready,
     require_in_range,
 )
-from kinetrace._extract import ProgressBar, activity_getters, extract_here, start_writer
+from kinetrace._extract import ProgressBar, activity_getters, end_first_pass, extract_here
 from kinetrace._handles import (
     ExportHandle,
     ExportStats,
@@ -317,7 +317,7 @@ def export_chrome_trace(
                     trace_name,
                     level,
                     n_threads,
-                    lambda ex: start_writer(ex, result, metadata, base_time_ns),
+                    lambda ex: end_first_pass(ex, result, metadata, base_time_ns),
                     bar,
                     graphs,
                 )

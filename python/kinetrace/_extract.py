@@ -219,10 +219,11 @@ def first_pass(
         )
 
 
-def start_writer(
+def end_first_pass(
     exporter: Any, result: Any, metadata: Mapping[str, Any] | None, base_time_ns: int | None
 ) -> int:
-    """Ends the first pass: picks the time base, queues the header. Returns the base."""
+    """Ends the first pass: picks the time base and queues the header for the writer
+    thread. Returns the base."""
     if base_time_ns is None:
         base_time_ns = _time_base(result, exporter.min_timestamp())
     elif isinstance(base_time_ns, bool) or not isinstance(base_time_ns, int):
@@ -276,6 +277,6 @@ def extract_here(
     """Both passes over the activities in this process; ends with the tail queued."""
     get = activity_getters(activities)
     first_pass(exporter, activities, get)
-    start_writer(exporter, result, metadata, base_time_ns)
+    end_first_pass(exporter, result, metadata, base_time_ns)
     second_pass(exporter, activities, get, bar)
     exporter.close(trace_name)

@@ -82,14 +82,25 @@ class GzipWriter(io.BufferedIOBase):
             self._encoder.flush()
 
     def close(self) -> None:
-        """Finish the gzip member (and, for a path, move the file into place)."""
+        """Finish the gzip member (and, for a path, move the file into place).
+
+        Waiting for a file object that stalls (a pipe nobody reads) is answered by Ctrl-C:
+        the ``KeyboardInterrupt`` leaves the writer open, so that ``close()`` again goes on
+        waiting and ``abort()`` discards the output (both wait for the file object's current
+        ``write`` to return)."""
         if self.closed:
             return
         try:
-            self.bytes_in, self.bytes_out = self._encoder.close()
-        finally:
+            counts = self._encoder.close()
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
             self._finished = True
             super().close()
+            raise
+        self.bytes_in, self.bytes_out = counts
+        self._finished = True
+        super().close()
 
     def abort(self) -> None:
         """Stop without finishing: a path's file is not created (nor replaced)."""

@@ -316,13 +316,14 @@ def export_forked(
     output_path: str,
     level: int | None,
     threads: int,
-    start: Any,
+    end_first_pass: Any,
     bar: Any = None,
     graphs: Any = None,
 ) -> list[str]:
-    """Both passes with ``workers`` processes (this one included). ``start(exporter)``
-    ends the first pass (time base, header) and returns the base. Returns the worker
-    outputs: pass them to :func:`remove_outputs` once the exporter has finished."""
+    """Both passes with ``workers`` processes (this one included).
+    ``end_first_pass(exporter)`` ends the first pass (time base, header) and returns the
+    base. Returns the worker outputs: pass them to :func:`remove_outputs` once the exporter
+    has finished."""
     n = len(activities)
     bounds = [n * i // workers for i in range(workers + 1)]
     pid_in_trace = trace_pid()  # here, not in the worker (whose pid differs)
@@ -378,7 +379,7 @@ def export_forked(
         for worker in started:
             (partial,) = worker.receive("summary")
             exporter.merge_partial(partial)
-        base = start(exporter)
+        base = end_first_pass(exporter)
         for worker in started:
             _send(worker.to_worker, (base,))
         second_pass(exporter, activities, get, bar, own)

@@ -1,12 +1,15 @@
-//! [`ParallelGzEncoder`]: the API (`write`, `flush`, `finish`) and the producer's side of
-//! the pool. `write` copies input into the block being filled; a full block gets the last
-//! 32 KiB of input before it as its dictionary and goes to the workers (`dispatch`). The
-//! encoder starts the worker and writer threads, and stops and joins them on `finish` or drop.
+//! [`ParallelGzEncoder`]: the API (`write`, `flush`, `finish`, and the steps of waits in short
+//! slices: `wait_for_room`, `start_flush` / `wait_flushed`, `end_input` / `wait_written`) and
+//! the producer's side of the pool. `write` copies input into the block being filled; a full
+//! block gets the last 32 KiB of input before it as its dictionary and goes to the workers
+//! (`dispatch`). The encoder starts the worker and writer threads, and stops and joins them
+//! on `finish` or drop.
 
 use std::io::{self, Write};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
+use std::time::Duration;
 
 use super::pool::{panic_error, take_error, Block, Shared};
 use super::worker::worker_thread;
@@ -52,6 +55,8 @@ pub(crate) struct ParallelGzEncoder<W: Write + Send + 'static> {
     pub(super) bytes_in: u64,
     pub(super) block_size: usize,
     pub(super) mode: Mode,
+    /// The last block is dispatched ([`end_input`](Self::end_input)): no more input.
+    input_ended: bool,
     workers: Vec<JoinHandle<()>>,
     /// Returns the inner writer and the CRC-32 and length of the whole stream's text once
     /// everything is written, `None` after an error or abort.
@@ -121,6 +126,7 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
             bytes_in: 0,
             block_size,
             mode,
+            input_ended: false,
             workers: Vec::with_capacity(threads),
             writer: None,
         };
@@ -171,13 +177,18 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
     pub(super) fn finish_stream(mut self) -> io::Result<(W, u32, u64)> {
         // The last block may be empty: it then only ends the deflate stream (gzip), or writes
         // nothing (slice).
-        let dispatched = self.check_error().and_then(|()| {
-            let block = match self.current.take() {
-                Some(block) => block,
-                None => self.start_block()?,
-            };
-            self.dispatch(block, true)
-        });
+        let dispatched = if self.input_ended {
+            Ok(()) // by `end_input`, whose errors are recorded
+        } else {
+            self.input_ended = true;
+            self.check_error().and_then(|()| {
+                let block = match self.current.take() {
+                    Some(block) => block,
+                    None => self.start_block()?,
+                };
+                self.dispatch(block, true)
+            })
+        };
         {
             let mut st = self.shared.lock();
             st.closing = true;
@@ -235,6 +246,71 @@ impl<W: Write + Send + 'static> ParallelGzEncoder<W> {
         Ok(!st.free.is_empty())
     }
 
+    /// The first step of finishing in short waits, for a caller that must stay responsive
+    /// (to Ctrl-C): dispatches the last block, waiting up to `timeout` for a free block when
+    /// none is being filled. `Ok(false)` on timeout; once it returned `Ok(true)` (later calls
+    /// do at once), no more input is accepted, [`wait_written`](Self::wait_written) waits in
+    /// slices for the writer, and [`finish`](Self::finish) then returns without waiting.
+    pub(crate) fn end_input(&mut self, timeout: Duration) -> io::Result<bool> {
+        if self.input_ended {
+            return Ok(true);
+        }
+        self.check_error()?;
+        let block = match self.current.take() {
+            Some(block) => block,
+            None if self.wait_for_room(timeout)? => self.start_block()?,
+            None => return Ok(false),
+        };
+        self.input_ended = true;
+        self.dispatch(block, true)?;
+        self.shared.lock().closing = true;
+        self.shared.wake_all();
+        Ok(true)
+    }
+
+    /// Waits up to `timeout` for the writer thread to return (after
+    /// [`end_input`](Self::end_input): once the whole stream is written, or on an error).
+    /// `false` on timeout.
+    pub(crate) fn wait_written(&self, timeout: Duration) -> bool {
+        self.shared
+            .wait_while(timeout, |s| !s.writer_done)
+            .writer_done
+    }
+
+    /// Starts a flush (see [`Write::flush`]) without waiting for it, for a caller that
+    /// waits in slices with [`wait_flushed`](Self::wait_flushed).
+    pub(crate) fn start_flush(&mut self) -> io::Result<()> {
+        self.check_input_open()?;
+        self.check_error()?;
+        if let Some(block) = self.current.take_if(|b| b.input_len() > 0) {
+            self.dispatch(block, false)?;
+        }
+        self.shared.lock().flush_to = Some(self.next_seq);
+        self.shared.writer_cv.notify_one();
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the flush [`start_flush`](Self::start_flush) started.
+    /// `Ok(false)` on timeout; a recorded error is returned.
+    pub(crate) fn wait_flushed(&self, timeout: Duration) -> io::Result<bool> {
+        let mut st = self
+            .shared
+            .wait_while(timeout, |s| !s.abort && s.flush_to.is_some());
+        if st.abort {
+            return Err(take_error(&mut st));
+        }
+        Ok(st.flush_to.is_none())
+    }
+
+    fn check_input_open(&self) -> io::Result<()> {
+        if self.input_ended {
+            return Err(invalid_input(
+                "the gzip encoder is finishing: no more input".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Takes a free block from the pool, waiting while none is.
     pub(super) fn take_free(&self) -> io::Result<Block> {
         let mut st = self.shared.lock();
@@ -290,6 +366,7 @@ pub(super) fn invalid_input(message: String) -> io::Error {
 
 impl<W: Write + Send + 'static> Write for ParallelGzEncoder<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.check_input_open()?;
         self.check_error()?;
         let mut rest = buf;
         while !rest.is_empty() {
@@ -315,22 +392,8 @@ impl<W: Write + Send + 'static> Write for ParallelGzEncoder<W> {
     /// reached the inner writer, and flushes the inner writer: what the inner writer holds is
     /// then a decodable prefix of the stream.
     fn flush(&mut self) -> io::Result<()> {
-        self.check_error()?;
-        if let Some(block) = self.current.take_if(|b| b.input_len() > 0) {
-            self.dispatch(block, false)?;
-        }
-        let mut st = self.shared.lock();
-        st.flush_to = Some(self.next_seq);
-        self.shared.writer_cv.notify_one();
-        while st.flush_to.is_some() {
-            if st.abort {
-                return Err(take_error(&mut st));
-            }
-            st = Shared::wait(&self.shared.producer_cv, st);
-        }
-        if st.abort {
-            return Err(take_error(&mut st));
-        }
+        self.start_flush()?;
+        while !self.wait_flushed(Duration::from_secs(60))? {}
         Ok(())
     }
 }
@@ -748,6 +811,113 @@ mod tests {
             let e = enc.flush().unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
             let e = enc.wait_for_room(Duration::from_secs(5)).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        });
+    }
+
+    /// An inner writer that holds every write until its gate opens (a pipe nobody reads).
+    struct Gated {
+        open: Arc<std::sync::atomic::AtomicBool>,
+        out: SharedVec,
+    }
+
+    impl Write for Gated {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            while !self.open.load(Ordering::Acquire) {
+                thread::sleep(Duration::from_millis(1));
+            }
+            self.out.write(buf)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn flush_and_finish_in_short_waits() {
+        with_timeout(60, || {
+            let data = trace_text(3 * SMALL_BLOCK + 100, 34);
+            let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let out = Arc::new(Mutex::new(Vec::new()));
+            let inner = Gated {
+                open: Arc::clone(&open),
+                out: SharedVec(Arc::clone(&out)),
+            };
+            let mut enc = ParallelGzEncoder::with_block_size(inner, 6, 2, SMALL_BLOCK).unwrap();
+            let half = data.len() / 2;
+            enc.write_all(&data[..half]).unwrap();
+            // A stalled writer: each wait gives up after its timeout, and may be retried.
+            enc.start_flush().unwrap();
+            assert!(!enc.wait_flushed(Duration::from_millis(20)).unwrap());
+            assert!(!enc.wait_flushed(Duration::ZERO).unwrap());
+            open.store(true, Ordering::Release);
+            while !enc.wait_flushed(Duration::from_millis(5)).unwrap() {}
+            assert_eq!(inflate_prefix(&out.lock().unwrap()), &data[..half]);
+            open.store(false, Ordering::Release);
+            enc.write_all(&data[half..]).unwrap();
+            while !enc.end_input(Duration::from_millis(5)).unwrap() {}
+            assert!(
+                enc.end_input(Duration::ZERO).unwrap(),
+                "once ended, at once"
+            );
+            assert!(!enc.wait_written(Duration::from_millis(20)));
+            // No more input once it ended.
+            let e = enc.write_all(b"late").unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            assert_eq!(
+                enc.start_flush().unwrap_err().kind(),
+                io::ErrorKind::InvalidInput
+            );
+            open.store(true, Ordering::Release);
+            while !enc.wait_written(Duration::from_millis(5)) {}
+            let start = Instant::now();
+            enc.finish().unwrap();
+            assert!(start.elapsed() < Duration::from_secs(5));
+            // The same member as one blocking flush and finish write.
+            let expected = Arc::new(Mutex::new(Vec::new()));
+            let mut plain = ParallelGzEncoder::with_block_size(
+                SharedVec(Arc::clone(&expected)),
+                6,
+                2,
+                SMALL_BLOCK,
+            )
+            .unwrap();
+            plain.write_all(&data[..half]).unwrap();
+            plain.flush().unwrap();
+            plain.write_all(&data[half..]).unwrap();
+            plain.finish().unwrap();
+            let gz = out.lock().unwrap().clone();
+            check_gzip(&gz, &data);
+            assert_eq!(gz, *expected.lock().unwrap());
+        });
+    }
+
+    #[test]
+    fn end_input_reports_a_failed_encoder() {
+        with_timeout(60, || {
+            let data = trace_text(2 * SMALL_BLOCK, 35);
+            let inner = FailingWriter {
+                written: 0,
+                limit: 0,
+                fail_flush: false,
+            };
+            let mut enc = ParallelGzEncoder::with_block_size(inner, 1, 1, SMALL_BLOCK).unwrap();
+            enc.write_all(&data).unwrap();
+            enc.start_flush().unwrap();
+            let e = loop {
+                match enc.wait_flushed(Duration::from_millis(5)) {
+                    Ok(done) => assert!(!done, "flushed into a failing writer"),
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+            let e = enc.end_input(Duration::from_secs(5)).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+            assert!(
+                enc.wait_written(Duration::from_secs(5)),
+                "the writer returned"
+            );
+            let e = enc.finish().err().expect("finish reports the error");
             assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
         });
     }

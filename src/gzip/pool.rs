@@ -72,6 +72,8 @@ pub(super) struct State {
     pub(super) closing: bool,
     /// Stop everything now (an error, or the encoder was dropped).
     pub(super) abort: bool,
+    /// The writer thread has returned (done, stopped or failed): joining it will not wait.
+    pub(super) writer_done: bool,
     /// The first error of any thread.
     pub(super) error: Option<io::Error>,
 }
@@ -105,6 +107,7 @@ impl Shared {
                 flush_to: None,
                 closing: false,
                 abort: false,
+                writer_done: false,
                 error: None,
             }),
             producer_cv: Condvar::new(),
@@ -125,9 +128,18 @@ impl Shared {
 
     /// Waits up to `timeout` for a free block (or for the encoder to stop).
     pub(super) fn wait_for_free(&self, timeout: Duration) -> MutexGuard<'_, State> {
+        self.wait_while(timeout, |s| !s.abort && s.free.is_empty())
+    }
+
+    /// Waits (as the producer) up to `timeout` while `busy` holds.
+    pub(super) fn wait_while(
+        &self,
+        timeout: Duration,
+        busy: impl FnMut(&mut State) -> bool,
+    ) -> MutexGuard<'_, State> {
         let st = self.lock();
         self.producer_cv
-            .wait_timeout_while(st, timeout, |s| !s.abort && s.free.is_empty())
+            .wait_timeout_while(st, timeout, busy)
             .unwrap_or_else(PoisonError::into_inner)
             .0
     }

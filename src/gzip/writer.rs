@@ -36,18 +36,22 @@ pub(super) fn writer_thread<W: Write>(
     mut inner: W,
     header: Option<[u8; 10]>,
 ) -> Option<(W, u32, u64)> {
-    match panic::catch_unwind(AssertUnwindSafe(|| write_loop(shared, &mut inner, header))) {
-        Ok(Ok(Some((crc, len)))) => Some((inner, crc, len)),
-        Ok(Ok(None)) => None,
-        Ok(Err(error)) => {
-            shared.fail(error);
-            None
-        }
-        Err(payload) => {
-            shared.fail(panic_error("writer", payload.as_ref()));
-            None
-        }
-    }
+    let result =
+        match panic::catch_unwind(AssertUnwindSafe(|| write_loop(shared, &mut inner, header))) {
+            Ok(Ok(Some((crc, len)))) => Some((inner, crc, len)),
+            Ok(Ok(None)) => None,
+            Ok(Err(error)) => {
+                shared.fail(error);
+                None
+            }
+            Err(payload) => {
+                shared.fail(panic_error("writer", payload.as_ref()));
+                None
+            }
+        };
+    shared.lock().writer_done = true;
+    shared.producer_cv.notify_all();
+    result
 }
 
 /// Writes the header, the block outputs in order and the trailer (the header and trailer

@@ -165,15 +165,46 @@ impl PyGzipEncoder {
 
     /// Makes everything written so far decodable from the output (a sync flush).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_target(py, |target, _| match target {
+        self.with_target(py, |target, interrupted| match target {
             Target::Path(sink) => sink.flush().map_err(into_io),
-            Target::File(enc) => enc.flush(),
+            // The file object may stall: wait for the writer thread in slices.
+            Target::File(enc) => {
+                enc.start_flush()?;
+                interrupt::wait(interrupted, |timeout| {
+                    Ok(enc.wait_flushed(timeout)?.then_some(()))
+                })
+                .map_err(into_io)
+            }
         })
     }
 
     /// Writes the trailer and, for a path, moves the file into place. Returns
-    /// (uncompressed bytes, compressed bytes).
+    /// (uncompressed bytes, compressed bytes). Interrupted while a file object stalls, it
+    /// leaves the encoder open: `close` again goes on waiting, `abort` discards.
     fn close(&self, py: Python<'_>) -> PyResult<Counts> {
+        // A file object may stall: end the stream and wait for the writer thread in slices
+        // (only an interrupt fails here; `finish` reports the encoder's errors), the encoder
+        // still in place, so that `finish` below does not wait.
+        let on_file = matches!(
+            lock(&self.target, "gzip encoder")?.as_ref(),
+            Some(Target::File(_))
+        );
+        if on_file {
+            self.with_target(py, |target, interrupted| {
+                let Target::File(enc) = target else {
+                    return Ok(());
+                };
+                interrupt::wait(interrupted, |timeout| {
+                    Ok(enc.end_input(timeout).unwrap_or(true).then_some(()))
+                })
+                .and_then(|()| {
+                    interrupt::wait(interrupted, |timeout| {
+                        Ok(enc.wait_written(timeout).then_some(()))
+                    })
+                })
+                .map_err(into_io)
+            })?;
+        }
         let target = lock(&self.target, "gzip encoder")?.take();
         let Some(target) = target else {
             return Ok((0, 0));

@@ -117,10 +117,10 @@ def text_of(path: str | os.PathLike[str]) -> bytes:
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
-def check_export(
+def assert_export(
     prof: Any, source: Any, path: Path, names: tuple[str, ...] = ("block",), **kwargs: Any
 ) -> dict[str, Any]:
-    """Exports ``source`` to ``path`` and checks the file: byte-identical to torch's Python
+    """Exports ``source`` to ``path`` and asserts the file is byte-identical to torch's Python
     exporter where torch has one, Kineto's format holding the workload where not."""
     expected = None
     if HAS_ACTIVITIES:
@@ -152,13 +152,13 @@ SOURCES = {
 @pytest.mark.parametrize("source", list(SOURCES))
 def test_export_each_source(tmp_path: Path, source: str, suffix: str) -> None:
     prof = record()
-    check_export(prof, SOURCES[source](prof), tmp_path / f"t{suffix}")
+    assert_export(prof, SOURCES[source](prof), tmp_path / f"t{suffix}")
 
 
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
 def test_kinetrace_profile_and_background(tmp_path: Path, suffix: str) -> None:
     prof = record(kinetrace.profile)
-    check_export(prof, prof, tmp_path / f"t{suffix}", background=True)
+    assert_export(prof, prof, tmp_path / f"t{suffix}", background=True)
     assert all(s.path == str(tmp_path / f"t{suffix}") for s in kinetrace.wait())
 
 
@@ -211,7 +211,7 @@ def test_torch_add_metadata_passes(tmp_path: Path) -> None:
     with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
         prof.add_metadata("k", "v")
         work()
-    trace = check_export(prof, prof, tmp_path / "t.json")
+    trace = assert_export(prof, prof, tmp_path / "t.json")
     assert trace["k"] == "v"
 
 
@@ -331,7 +331,7 @@ def test_names_with_quotes_stay_strict_json(tmp_path: Path, suffix: str) -> None
             for a in prof.profiler.kineto_results.trace_activities()
             if a.type() == "user_annotation"
         ]
-        check_export(prof, prof, path, names=tricky)
+        assert_export(prof, prof, path, names=tricky)
         names = names_of(load(path))
         for name in recorded:
             assert names.count(name) == 2
@@ -383,7 +383,7 @@ def test_destination_directory_with_backslash(tmp_path: Path) -> None:
     folder = tmp_path / "a\\b"
     folder.mkdir()
     prof = record()
-    check_export(prof, prof, folder / "t.json.gz")
+    assert_export(prof, prof, folder / "t.json.gz")
     assert sorted(p.name for p in folder.iterdir()) == ["t.json.gz"]
 
 
