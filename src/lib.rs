@@ -7,7 +7,7 @@
 //! parallel single-member compression) -> `sink` (atomic file output), driven by
 //! `pipeline`, which runs formatting and writing on their own thread.
 //! The tools over existing trace files read them through `members` (gzip member decoding)
-//! and `lexer` (the strict streaming JSON lexer, with `scan` its fast path over a slice):
+//! and `lexer` (the strict streaming JSON lexer, with `scan` its fast path over text in memory):
 //! `check` (trace rules, `kinetrace check`), and `events` (a trace's events in order, read
 //! in parallel chunks where the file allows) for `split` (`kinetrace split` / `filter`, and
 //! `keep=` / `split_mb=` at export time);

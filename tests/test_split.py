@@ -26,6 +26,7 @@ import torch
 
 import kinetrace
 from support.fakes import FakeResult
+from support.interrupts import Sigint, assert_prompt
 from support.scenarios import chain, comms_set, fwdbwd_set, launch_set, memcpy_memset_set
 from support.traces import read_trace, single_member_text, strict_loads
 
@@ -437,6 +438,78 @@ def test_bad_input_errors_and_leaves_nothing(tmp_path):
     shutil.rmtree(tmp_path / "new")
     assert os.listdir(out) == []
     assert sorted(os.listdir(tmp_path)) == sorted([*cases, "good.json.gz", "out"])
+
+
+# ------------------------------------------------------------------------------------------
+# a plain .json of several chunks: read by one scanning thread per core
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chunked_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """~15 MB of JSON: more than two of the 2 MiB chunks a plain .json is scanned in."""
+    path = tmp_path_factory.mktemp("chunked") / "big.json"
+    synthetic_trace(path, 40_000)
+    assert path.stat().st_size > 8 * 2**20
+    return path
+
+
+def test_split_of_a_json_read_in_chunks(chunked_trace, tmp_path):
+    text = chunked_trace.read_bytes()
+    max_mb = len(text) / 4 / 1e6
+    result = kinetrace.split_trace(chunked_trace, max_mb, out_dir=tmp_path)
+    assert_split(result, text, max_mb)
+    assert result.json_bytes_read == len(text)
+    assert result.events_read == len(strict_loads(text)["traceEvents"])
+
+
+def test_filter_of_a_json_read_in_chunks(chunked_trace, tmp_path):
+    text = chunked_trace.read_bytes()
+    dst = tmp_path / "kept.json"
+    cats = ["kernel", "cuda_runtime"]
+    kinetrace.filter_trace(chunked_trace, dst, include_cats=cats)
+    trace = assert_kept_trace(dst, text)
+    source = strict_loads(text)["traceEvents"]
+    timed = [e for e in source if e["ph"] not in ("M", "s", "f")]
+    passing = [e for e in timed if e.get("cat", cats[0]) in cats]
+    kept = [e for e in trace["traceEvents"] if e["ph"] not in ("M", "s", "f")]
+    assert len(passing) > 1000
+    assert sorted(map(key, kept)) == sorted(map(key, passing))
+
+
+def test_split_of_a_json_in_kinetos_layout(chunked_trace, tmp_path):
+    """Events over several lines and arrays laid out one element per line: text between
+    lines that looks like the start of an event must not fool the chunked reader."""
+    source = strict_loads(chunked_trace.read_bytes())
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(source, indent=2))
+    max_mb = pretty.stat().st_size / 3 / 1e6
+    result = kinetrace.split_trace(pretty, max_mb, out_dir=tmp_path / "parts")
+    assert len(result.parts) >= 3 and result.oversized_parts == 0
+    union: collections.Counter[str] = collections.Counter()
+    for part in result.parts:
+        report = kinetrace.check_trace(part.path)
+        assert report.valid and report.flows_unpaired == 0, report.errors
+        events = strict_loads(read_trace(part.path))["traceEvents"]
+        union.update(key(e) for e in events if e["ph"] != "M")
+    want = collections.Counter(key(e) for e in source["traceEvents"] if e["ph"] != "M")
+    lost = want - union
+    assert not union - want
+    assert all(json.loads(k)["ph"] in ("s", "f") for k in lost)
+    assert sum(lost.values()) == result.flow_events_cut
+
+
+def test_ctrl_c_while_reading_in_chunks(tmp_path_factory, tmp_path):
+    """Ctrl-C reaches a split whose reading threads are busy: prompt, and nothing left."""
+    src = tmp_path_factory.mktemp("ctrl-c") / "big.json"
+    synthetic_trace(src, 300_000)
+    out = tmp_path / "parts"
+    with Sigint().installed() as sigint:
+        sigint.after(0.02)
+        latency = sigint.expect(lambda: kinetrace.split_trace(src, 10.0, out_dir=out))
+    assert_prompt(latency)
+    assert not out.exists() or list(out.iterdir()) == []
+    assert sorted(os.listdir(src.parent)) == ["big.json"]
 
 
 # ------------------------------------------------------------------------------------------
