@@ -10,12 +10,13 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Mutex;
 
-use crate::error::{Error, Result};
+use crate::error::{panic_message, Error, Result};
 use crate::interrupt::POLL;
 use crate::lexer::{Input, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
 use crate::members::Source;
@@ -695,7 +696,7 @@ impl<'f> Chunked<'f> {
         let chunks = starts.len() - 1;
         let (task_tx, task_rx) = mpsc::channel::<usize>();
         let task_rx = Mutex::new(task_rx);
-        let (done_tx, done_rx) = mpsc::channel::<(usize, std::io::Result<Chunk>)>();
+        let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Chunk>)>();
         let stop = AtomicBool::new(false);
         // Buffers of chunks already told, for the workers to reuse.
         let spare: Mutex<Vec<(Vec<u8>, Vec<Indexed>)>> = Mutex::new(Vec::new());
@@ -718,17 +719,20 @@ impl<'f> Chunked<'f> {
                         .ok()
                         .and_then(|mut spare| spare.pop())
                         .unwrap_or_default();
-                    let chunk = self
-                        .read_into(&mut text, start, (end - start) as usize)
-                        .map(|()| {
-                            let end = scan_chunk(&text, &mut events);
-                            Chunk {
-                                start,
-                                text,
-                                events,
-                                end,
-                            }
-                        });
+                    // A panic becomes the chunk's error, so the reading thread never waits
+                    // for a chunk that will not come.
+                    let scanned = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        self.read_into(&mut text, start, (end - start) as usize)
+                            .map_err(|e| Error::io("cannot read", e))?;
+                        let end = scan_chunk(&text, &mut events);
+                        Ok(Chunk {
+                            start,
+                            text,
+                            events,
+                            end,
+                        })
+                    }));
+                    let chunk = scanned.unwrap_or_else(|p| Err(Error::Panic(panic_message(&*p))));
                     if done_tx.send((k, chunk)).is_err() {
                         return;
                     }
@@ -747,7 +751,7 @@ impl<'f> Chunked<'f> {
                 }
             };
             let result = (|| {
-                let mut arrived: BTreeMap<usize, std::io::Result<Chunk>> = BTreeMap::new();
+                let mut arrived: BTreeMap<usize, Result<Chunk>> = BTreeMap::new();
                 let mut k = 0;
                 let mut index = 0u64;
                 loop {
@@ -781,7 +785,7 @@ impl<'f> Chunked<'f> {
                             }
                         }
                     };
-                    let chunk = chunk.map_err(fatal)?;
+                    let chunk = chunk.map_err(Stop::Fatal)?;
                     let mut end = chunk.end;
                     for ev in &chunk.events {
                         let (start, len) = (ev.start as usize, ev.len as usize);
