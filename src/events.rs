@@ -5,7 +5,9 @@
 //! Reading is strict (the rules of [`crate::lexer`]) and streamed: `.json` or gzip with any
 //! number of members, in bounded memory. Each event is scanned by the fast path of
 //! [`crate::scan`] when it can be, else read by the lexer, which reports what is wrong with
-//! it, naming the offset in the decompressed JSON and the event's index.
+//! it, naming the offset in the decompressed JSON and the event's index. A plain `.json`
+//! of several chunks is scanned by worker threads (see "Reading in parallel" below), with
+//! the same results and errors as one thread's read.
 
 use std::collections::BTreeMap;
 use std::fs::File;
