@@ -846,7 +846,7 @@ impl<'f> Chunked<'f> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::scratch;
+    use crate::testing::{scratch, Damage};
     use std::fmt::Write as _;
 
     /// Writes down everything a visitor is told.
@@ -1008,24 +1008,10 @@ mod tests {
     fn damaged_traces_read_the_same_in_parallel() {
         let text = torch_like(80).into_bytes();
         let specials: &[u8] = b"{}[]\",:\\ \n0123456789.-eEtn\x00\x80\xc3";
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut damage = Damage::new(0x9e37_79b9_7f4a_7c15);
         for _ in 0..150 {
             let mut damaged = text.clone();
-            let at = (next() % damaged.len() as u64) as usize;
-            let b = specials[(next() % specials.len() as u64) as usize];
-            match next() % 3 {
-                0 => damaged[at] = b,
-                1 => {
-                    damaged.remove(at);
-                }
-                _ => damaged.insert(at, b),
-            }
+            damage.edit(&mut damaged, specials);
             let _ = same_in_parallel(&damaged);
         }
     }

@@ -64,8 +64,9 @@ impl Kind {
     }
 }
 
-/// Bytes that end the fast scan of a string: `"`, `\`, control characters, non-ASCII.
-static STRING_STOP: [bool; 256] = {
+/// Bytes that end the fast scan of a string: `"`, `\`, control characters, non-ASCII
+/// (also the scanner's, [`crate::scan`]).
+pub(crate) static STRING_STOP: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 256 {

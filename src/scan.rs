@@ -12,7 +12,7 @@
 //! the fast path changes how long reading takes, never what it returns; the tests compare
 //! the two on valid, invalid and mutated text.
 
-use crate::lexer::Kind;
+use crate::lexer::{Kind, STRING_STOP};
 
 /// Bytes the caller makes available before scanning an event.
 pub(crate) const WINDOW: usize = 64 << 10;
@@ -20,17 +20,6 @@ pub(crate) const WINDOW: usize = 64 << 10;
 /// Deepest nesting the scanner follows (far below the lexer's limit, so that whatever it
 /// accepts the lexer accepts too).
 pub(crate) const MAX_DEPTH: usize = 32;
-
-/// Bytes that end a plain run inside a string: `"`, `\`, control characters, non-ASCII.
-static STRING_STOP: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = i < 0x20 || i == b'"' as usize || i == b'\\' as usize || i >= 0x80;
-        i += 1;
-    }
-    t
-};
 
 /// A string as scanned: where its text is, and whether it holds an escape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,6 +279,7 @@ mod tests {
     use super::*;
     use crate::lexer::{Input, Stop};
     use crate::members::Source;
+    use crate::testing::Damage;
     use std::io::Cursor;
 
     /// What the lexer makes of `text` as one value: its kind and length, or None if it
@@ -461,30 +451,16 @@ mod tests {
     fn the_scanner_never_accepts_what_the_lexer_refuses() {
         let specials: &[u8] =
             b"{}[]\",:\\/ \t\n0123456789.-+eEtrufalsn\x00\x1f\x7f\x80\xbf\xc3\xe2\xed\xf0\xff";
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut damage = Damage::new(0x2545_f491_4f6c_dd1d);
         let mut checked = 0;
         for _ in 0..20_000 {
-            let base = VALID[(next() % VALID.len() as u64) as usize].as_bytes();
+            let base = VALID[(damage.next() % VALID.len() as u64) as usize].as_bytes();
             let mut text = base.to_vec();
-            for _ in 0..1 + next() % 3 {
+            for _ in 0..1 + damage.next() % 3 {
                 if text.is_empty() {
                     break;
                 }
-                let at = (next() % text.len() as u64) as usize;
-                let b = specials[(next() % specials.len() as u64) as usize];
-                match next() % 3 {
-                    0 => text[at] = b,
-                    1 => {
-                        text.remove(at);
-                    }
-                    _ => text.insert(at, b),
-                }
+                damage.edit(&mut text, specials);
             }
             agrees(&text);
             checked += 1;

@@ -38,3 +38,34 @@ pub(crate) fn scratch(name: &str) -> ScratchDir {
     fs::create_dir_all(&dir).expect("create a scratch directory");
     ScratchDir(dir)
 }
+
+/// A deterministic source of damage for differential tests: xorshift64 numbers, and edits
+/// of one byte (replaced, removed, or inserted) drawn from a set of bytes.
+pub(crate) struct Damage(u64);
+
+impl Damage {
+    pub(crate) fn new(seed: u64) -> Self {
+        Damage(seed)
+    }
+
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Replaces, removes or inserts one byte of `text` (not empty) at a random place, the
+    /// new byte taken from `bytes`.
+    pub(crate) fn edit(&mut self, text: &mut Vec<u8>, bytes: &[u8]) {
+        let at = (self.next() % text.len() as u64) as usize;
+        let b = bytes[(self.next() % bytes.len() as u64) as usize];
+        match self.next() % 3 {
+            0 => text[at] = b,
+            1 => {
+                text.remove(at);
+            }
+            _ => text.insert(at, b),
+        }
+    }
+}
