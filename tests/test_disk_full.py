@@ -20,6 +20,7 @@ from support.aftermath import (
     OLD,
     assert_no_kinetrace_threads,
     assert_untouched,
+    background_oserror,
 )
 from support.synthetic import SyntheticResult
 from support.traces import assert_valid_trace
@@ -101,16 +102,11 @@ def test_full_filesystem(tiny_fs, name, size, source, existing, workers):
 def test_full_filesystem_background(tiny_fs):
     fs = tiny_fs()
     (fs / "t.json").write_bytes(OLD)
-    try:
-        handle = kinetrace.export_chrome_trace(
+    error = background_oserror(
+        lambda: kinetrace.export_chrome_trace(
             SyntheticResult(30_000), fs / "t.json", background=True
         )
-    except OSError as exc:
-        error = exc
-    else:
-        with pytest.raises(OSError) as info:
-            handle.result(timeout=60)
-        error = info.value
+    )
     assert error.errno == errno.ENOSPC
     assert_untouched(fs, {"t.json": OLD})
 

@@ -17,7 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import kinetrace
 from support import BASE, T0
-from support.aftermath import temp_files
+from support.aftermath import background_oserror, temp_files
 from support.fakes import FakeActivity, FakeResult, Raise
 from support.oracle import torch_bytes
 from support.scenarios import Clock, launch_set
@@ -203,14 +203,9 @@ def test_dev_full_reports_enospc(kwargs):
 def test_dev_full_background_reports_enospc():
     """The error surfaces either from the call (the writer failed while the fields were
     still being extracted) or from the handle -- never silently."""
-    try:
-        handle = kinetrace.export_chrome_trace(big_result(20_000), "/dev/full", background=True)
-    except OSError as exc:
-        error = exc
-    else:
-        with pytest.raises(OSError) as info:
-            handle.result(timeout=60)
-        error = info.value
+    error = background_oserror(
+        lambda: kinetrace.export_chrome_trace(big_result(20_000), "/dev/full", background=True)
+    )
     assert error.errno == errno.ENOSPC
     # Reported once: the next export does not raise it again.
     kinetrace.export_chrome_trace(small_result(), "/dev/null")

@@ -9,7 +9,11 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 __all__ = [
     "OLD",
@@ -17,6 +21,7 @@ __all__ = [
     "all_children",
     "assert_no_kinetrace_threads",
     "assert_untouched",
+    "background_oserror",
     "kinetrace_threads",
     "subprocess_env",
     "temp_files",
@@ -80,3 +85,15 @@ def subprocess_env() -> dict[str, str]:
     paths = [str(TESTS), *(p for p in sys.path if p)]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return env
+
+
+def background_oserror(start: Callable[[], Any]) -> OSError:
+    """The OSError of a background export that must fail: raised by the call (the writer
+    failed while the fields were still being extracted) or by its handle, never neither."""
+    try:
+        handle = start()
+    except OSError as exc:
+        return exc
+    with pytest.raises(OSError) as info:
+        handle.result(timeout=60)
+    return info.value
