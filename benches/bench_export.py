@@ -12,7 +12,7 @@ exporters run on one shared profile (see ``kinetrace._bench``). Then the gzip en
 runs on the kinetrace ``.json`` text.
 
 ``--save`` writes the run (figures and machine facts) to ``benches/results/`` as JSON, with
-its chart (SVG) and its tables (Markdown) beside it: the README's tables and chart come from
+its chart (SVG) and its tables (Markdown) beside it: docs/benchmarks.md's tables and chart come from
 such a run. ``--compare`` prints every ratio (never an absolute time) next to the last full
 run committed there and marks those that moved by more than 25%; it never fails the run.
 Ratios, not seconds, are what carry over between machines. The synthetic multi-GB run is
@@ -128,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--readme",
         action="store_true",
-        help="with --save: put the tables and the chart into README.md (between its markers)",
+        help=(
+            "with --save: the summary into README.md, the tables and chart into "
+            "docs/benchmarks.md (between their markers)"
+        ),
     )
     parser.add_argument(
         "--compare",
@@ -172,16 +175,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.readme:
         if not (chart_path and saved):
             parser.error("--readme needs --save or --render (the README shows a saved run)")
-        readme = benchlib.RESULTS.parent.parent / "README.md"
-        chart = os.path.relpath(chart_path, readme.parent)
-        text = readme.read_text()
-        text = benchlib.replace_between(text, "bench-summary", benchlib.summary_markdown(payload))
+        root = benchlib.RESULTS.parent.parent
+        readme = root / "README.md"
+        readme.write_text(
+            benchlib.replace_between(
+                readme.read_text(), "bench-summary", benchlib.summary_markdown(payload)
+            )
+        )
+        page = root / "docs" / "benchmarks.md"
+        chart = os.path.relpath(chart_path, page.parent)
         body = f"![seconds per exporter and format]({chart})\n\n" + benchlib.markdown_tables(
             payload
         )
-        text = benchlib.replace_between(text, "bench-tables", body)
-        readme.write_text(text)
-        print(f"README.md: tables and chart from {saved}", file=sys.stderr)
+        page.write_text(benchlib.replace_between(page.read_text(), "bench-tables", body))
+        print(f"README.md (summary), docs/benchmarks.md (tables, chart): {saved}", file=sys.stderr)
 
     if args.compare:
         last = benchlib.last_full_run()
