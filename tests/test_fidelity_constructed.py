@@ -195,8 +195,8 @@ def test_reads_only_what_is_needed(tmp_path):
     "name, kwargs", [("t.json", {}), ("t.json.gz", {"threads": 2, "compresslevel": 1})]
 )
 def test_many_activities_cross_batches(tmp_path, name, kwargs):
-    """More than two batches (8192 each), with batches where every / no / some activities need
-    correlation_id, flows and linked_activity."""
+    """Many batches (of ``_extract.BATCH_SIZE``), with batches where every / no / some
+    activities need correlation_id, flows and linked_activity."""
     clock = Clock()
     acts = []
     for i in range(8192):

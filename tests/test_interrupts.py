@@ -211,7 +211,7 @@ def test_ctrl_c_at_each_pass(tmp_path, sigint, suffix, stage):
 def slow_writer_source(n: int = 40_000, payload: int = 1_000) -> SyntheticResult:
     """A source the writer is slower at than the extraction (incompressible payloads, at
     gzip level 9 on one thread): the caller ends up waiting for the writer. A batch of
-    8192 activities is ``payload`` x 8 KiB of JSON."""
+    ``BATCH_SIZE`` activities is ``payload`` x ``BATCH_SIZE`` bytes of JSON."""
     return SyntheticResult(n, payload=payload)
 
 
@@ -234,9 +234,9 @@ def interrupt_in(stage: str, sigint: Sigint, path: Path, source: SyntheticResult
         assert watcher.seen, f"the export never reached {stage!r}"
 
 
-@pytest.mark.parametrize("stage", ["submit_batch(", ".wait("])
+@pytest.mark.parametrize("stage", ["read_batch(", ".wait("])
 def test_ctrl_c_while_waiting_for_the_writer(tmp_path, sigint, stage):
-    """SIGINT while the caller is blocked in Rust: the queue is full (``submit_batch``) or
+    """SIGINT while the caller is blocked in Rust: the queue is full (``read_batch``) or
     the file is being finished (``wait``)."""
     path = tmp_path / "trace.json.gz"
     path.write_bytes(OLD)
@@ -244,7 +244,7 @@ def test_ctrl_c_while_waiting_for_the_writer(tmp_path, sigint, stage):
     assert_interrupted(tmp_path, latency, {path.name: OLD})
 
 
-@pytest.mark.parametrize("stage", ["submit_batch(", ".close("])
+@pytest.mark.parametrize("stage", ["read_batch(", ".close("])
 def test_ctrl_c_latency_with_big_batches(tmp_path, sigint, stage):
     path = tmp_path / "trace.json.gz"
     path.write_bytes(OLD)

@@ -46,11 +46,11 @@ class PanickingExporter:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def begin_batch(self, *columns: Any) -> Any:
+    def read_batch(self, *args: Any) -> Any:
         if self.batches == self.panic_after:
             self.inner._inject_panic()
         self.batches += 1
-        return self.inner.begin_batch(*columns)
+        return self.inner.read_batch(*args)
 
     def close(self, trace_name: str) -> None:
         if self.panic_after == -1:

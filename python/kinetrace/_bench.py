@@ -27,9 +27,6 @@ from typing import Any
 
 from kinetrace import _export, _extract, _kinetrace
 
-#: The categories whose correlation id an export does not read (the Rust rule itself).
-EXCLUDED_EXTERNAL_ID = frozenset(_kinetrace.EXTERNAL_ID_EXCLUDED)
-
 
 @dataclass
 class Row:
@@ -104,29 +101,6 @@ def record_workload(iterations: int, *, record_shapes: bool = True, with_stack: 
     return prof
 
 
-class _KeepNothing:
-    """Takes the extraction passes' columns and keeps nothing: asks for the conditional
-    fields where the Rust exporter asks for them (the same rule), so the passes make every
-    accessor call an export makes and no other work."""
-
-    def add_first_pass(self, *columns: list[Any]) -> None:
-        pass
-
-    def begin_batch(
-        self, categories: list[str], linked_correlation_ids: list[int], flow_ids: list[int]
-    ) -> tuple[bytes, bytes, bytes]:
-        need_correlation = bytes(
-            not linked and category not in EXCLUDED_EXTERNAL_ID
-            for category, linked in zip(categories, linked_correlation_ids, strict=True)
-        )
-        need_flow = bytes(flow_id > 0 for flow_id in flow_ids)
-        kernels = bytes(category == "kernel" for category in categories)
-        return need_correlation, need_flow, kernels
-
-    def submit_batch(self, *columns: list[Any]) -> None:
-        pass
-
-
 def accessor_floor(result: Any) -> float:
     """Seconds for ``trace_activities()`` plus every accessor call kinetrace makes (its own
     two passes, into a consumer that keeps nothing), plus freeing the activity list again
@@ -139,7 +113,7 @@ def accessor_floor(result: Any) -> float:
 def _read_every_field(activities: list[Any]) -> None:
     """The accessor calls of an export (the list is freed when this returns)."""
     get = _extract.activity_getters(activities)
-    consumer = _KeepNothing()
+    consumer = _kinetrace._Discard()
     _extract.first_pass(consumer, activities, get)
     _extract.second_pass(consumer, activities, get)
 

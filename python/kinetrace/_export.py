@@ -327,6 +327,9 @@ def export_chrome_trace(
         finally:
             if bar is not None:
                 bar.close()
+        # Every field is read: the activity objects are freed now, while the writer thread
+        # finishes, not after it.
+        del activities
         if background:
             handle = ExportHandle(exporter, trace_name, started, worker_outputs)
             handed_over = True

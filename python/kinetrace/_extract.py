@@ -8,61 +8,42 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
 from operator import methodcaller
+from types import BuiltinFunctionType
 from typing import Any
 
 from kinetrace import _kinetrace
 
-#: Activities per batch. Large enough that per-batch overhead vanishes, small enough that a
-#: few batches in flight stay a few MB.
-BATCH_SIZE = 8192
-
-_PARAM_COMMS_NAME = "record_param_comms"
-_FIRST_PASS_FIELDS = ("device_id", "resource_id", "timestamp", "duration")
-_SECOND_PASS_FIELDS = (
-    "type",
-    "linked_correlation_id",
-    "flow_id",
-    "name",
-    "metadata_json",
-    "correlation_id",
-    "flow_type",
-    "flow_start",
-)
+#: Activities per batch. Large enough that per-batch overhead vanishes (a call into Rust and
+#: a hand-over to the writer thread), small enough that the few batches in flight in every
+#: process (one being read, two queued, one being formatted) stay about 2 MB.
+BATCH_SIZE = 2048
 
 
-def _getters(activities: list[Any], fields: Iterable[str]) -> dict[str, Callable[[Any], Any]]:
-    """Accessors to map over activity lists: the unbound methods when every activity is of
-    one type (the cheapest call from Python), ``methodcaller`` otherwise."""
-    kinds = set(map(type, activities))
-    if len(kinds) == 1:
-        (kind,) = kinds
-        if all(callable(getattr(kind, f, None)) for f in fields):
-            return {f: getattr(kind, f) for f in fields}
-    return {f: methodcaller(f) for f in fields}
+def _getters(activities: Sequence[Any]) -> Any:
+    """The accessors of ``activities`` (a native ``_Accessors``): the type's own methods when
+    every activity is of one type (pybind11's C functions are then called directly, without
+    touching the activities' reference counts: see ``src/python/reader.rs``), else
+    ``methodcaller``."""
+    fields: tuple[str, ...] = _kinetrace._Accessors.fields
+    if isinstance(activities, list):
+        kind = _kinetrace.common_type(activities)
+    else:
+        kinds = set(map(type, activities))
+        kind = next(iter(kinds)) if len(kinds) == 1 else None
+    if kind is not None and all(callable(getattr(kind, f, None)) for f in fields):
+        getters = [_unwrapped(getattr(kind, f)) for f in fields]
+        return _kinetrace._Accessors(kind, getters)
+    return _kinetrace._Accessors(None, [methodcaller(f) for f in fields])
 
 
-def _select(items: list[Any], mask: bytes | bool | None) -> Iterable[Any]:
-    if mask is None:
-        return ()
-    if mask is True:
-        return items
-    return compress(items, mask)  # type: ignore[arg-type]
-
-
-def _comms_metadata(kernels: Iterable[Any]) -> list[str | None]:
-    """For each kernel, the metadata of its linked ``record_param_comms`` activity."""
-    out: list[str | None] = []
-    for kernel in kernels:
-        linked = kernel.linked_activity()
-        if linked is not None and linked.name() == _PARAM_COMMS_NAME:
-            out.append(linked.metadata_json() or None)
-        else:
-            out.append(None)
-    return out
+def _unwrapped(getter: Any) -> Any:
+    """A pybind11 method as the C function it wraps (``instancemethod.__func__``), which
+    Rust calls directly; anything else as it is."""
+    function = getattr(getter, "__func__", None)
+    return function if isinstance(function, BuiltinFunctionType) else getter
 
 
 def device_properties_json() -> str:
@@ -183,20 +164,29 @@ class ProgressBar:
         self._bar.close()
 
 
-Getters = dict[str, Callable[[Any], Any]]
+Getters = Any  # a native ``_kinetrace._Accessors``
 
 
-def activity_getters(activities: list[Any]) -> Getters:
+def activity_getters(activities: Sequence[Any]) -> Getters:
     """The accessors both passes use."""
-    return _getters(activities, _FIRST_PASS_FIELDS + _SECOND_PASS_FIELDS)
+    return _getters(activities)
 
 
-def _batches(activities: Sequence[Any], span: range | None) -> Iterator[list[Any]]:
-    """Slices of at most BATCH_SIZE activities over ``span`` (default: all), taken one at a
-    time so a lazy sequence never holds more than a batch."""
+def _parts(activities: Sequence[Any], span: range | None) -> Iterator[tuple[list[Any], int, int]]:
+    """``(list, lo, hi)`` per batch of at most BATCH_SIZE activities over ``span`` (default:
+    all). A list is read in place (no slice: a slice would write every activity's
+    reference count); any other sequence is sliced one batch at a time, so a lazy one never
+    holds more than a batch."""
     span = range(len(activities)) if span is None else span
+    listed = isinstance(activities, list)
     for lo in range(span.start, span.stop, BATCH_SIZE):
-        yield activities[lo : min(lo + BATCH_SIZE, span.stop)]
+        hi = min(lo + BATCH_SIZE, span.stop)
+        if listed:
+            yield activities, lo, hi  # type: ignore[misc]
+        else:
+            part = activities[lo:hi]
+            part = part if isinstance(part, list) else list(part)
+            yield part, 0, len(part)
 
 
 def first_pass(
@@ -206,17 +196,12 @@ def first_pass(
 
     With :func:`second_pass`, the one copy of the batch protocol: used by the in-process
     export (:func:`extract_here`), each forked worker (``kinetrace._workers``), the demo's
-    accessor floor (``kinetrace._bench``, into a consumer that keeps nothing) and the tests'
-    writer-panic driver. ``exporter`` is the native ``_Exporter`` or anything with its
-    ``add_first_pass`` / ``begin_batch`` / ``submit_batch``."""
-    device, resource, timestamp, duration = (get[f] for f in _FIRST_PASS_FIELDS)
-    for part in _batches(activities, span):
-        exporter.add_first_pass(
-            list(map(device, part)),
-            list(map(resource, part)),
-            list(map(timestamp, part)),
-            list(map(duration, part)),
-        )
+    accessor floor (``kinetrace._bench``, into a ``_kinetrace._Discard`` that keeps nothing)
+    and the tests' writer-panic driver. ``exporter`` is the native ``_Exporter`` or anything
+    with its ``read_first_pass`` / ``read_batch``. The reading itself is Rust's
+    (``src/python/reader.rs``): Python only hands over the list and the bounds."""
+    for part, lo, hi in _parts(activities, span):
+        exporter.read_first_pass(get, part, lo, hi)
 
 
 def end_first_pass(
@@ -242,27 +227,14 @@ def second_pass(
     span: range | None = None,
 ) -> None:
     """The other fields of the activities in ``span``, batch by batch, each batch queued
-    for the writer thread: the categories, linked ids and flow ids first, then the fields
-    ``exporter.begin_batch`` says the format needs (correlation ids, flows, the comms
-    metadata of kernels' linked activities). Its users: see :func:`first_pass`."""
-    category, linked_id, flow_id = get["type"], get["linked_correlation_id"], get["flow_id"]
-    name, metadata_json, correlation_id = get["name"], get["metadata_json"], get["correlation_id"]
-    flow_type, flow_start = get["flow_type"], get["flow_start"]
-    for part in _batches(activities, span):
-        need_corr, need_flow, kernels = exporter.begin_batch(
-            list(map(category, part)), list(map(linked_id, part)), list(map(flow_id, part))
-        )
-        flows = list(_select(part, need_flow))
-        exporter.submit_batch(
-            list(map(name, part)),
-            list(map(metadata_json, part)),
-            list(map(correlation_id, _select(part, need_corr))),
-            list(map(flow_type, flows)),
-            list(map(flow_start, flows)),
-            _comms_metadata(_select(part, kernels)),
-        )
+    for the writer thread: categories, linked ids, flow ids, names and metadata of every
+    activity, and where the format needs them correlation ids, flows and the comms metadata
+    of kernels' linked activities, each accessor called at most once an activity. Its users:
+    see :func:`first_pass`."""
+    for part, lo, hi in _parts(activities, span):
+        exporter.read_batch(get, part, lo, hi)
         if bar is not None:
-            bar.advance(len(part))
+            bar.advance(hi - lo)
 
 
 def extract_here(

@@ -1,19 +1,23 @@
 """Private native module of kinetrace (Rust). The public API is in ``kinetrace``."""
 
+from collections.abc import Callable
 from os import PathLike
-from typing import Any, final
+from typing import Any, ClassVar, final
 
 from typing_extensions import Self
 
 __all__ = [
     "EXTERNAL_ID_EXCLUDED",
     "POLL_INTERVAL_MS",
+    "_Accessors",
+    "_Discard",
     "_Exporter",
     "_FallbackStream",
     "_GzipEncoder",
     "__version__",
     "_panic_for_tests",
     "check_trace",
+    "common_type",
     "filter_trace",
     "format_microseconds",
     "recompress",
@@ -94,12 +98,8 @@ class _Exporter:
         crc: int | None = None,
         graph_state: bytes | None = None,
     ) -> None: ...
-    def add_first_pass(
-        self,
-        devices: list[int],
-        resources: list[int],
-        timestamps: list[int],
-        durations: list[int],
+    def read_first_pass(
+        self, accessors: _Accessors, activities: list[Any], lo: int, hi: int
     ) -> None: ...
     def min_timestamp(self) -> int | None: ...
     def start(
@@ -110,23 +110,33 @@ class _Exporter:
         metadata: list[tuple[str, str]],
         versions: list[tuple[str, int]],
     ) -> None: ...
-    def begin_batch(
-        self, categories: list[str], linked_correlation_ids: list[int], flow_ids: list[int]
-    ) -> tuple[bytes | bool | None, bytes | bool | None, bytes | bool | None]: ...
-    def submit_batch(
-        self,
-        names: list[str],
-        metadata: list[str],
-        correlation_ids: list[int],
-        flow_types: list[int],
-        flow_starts: list[bool],
-        comms_metadata: list[str | None],
+    def read_batch(
+        self, accessors: _Accessors, activities: list[Any], lo: int, hi: int
     ) -> None: ...
     def close(self, trace_name: str) -> None: ...
     def wait(self, timeout: float | None = None) -> tuple[int, int, int, int | None] | None: ...
     def bytes_written(self) -> int: ...
     def _inject_panic(self) -> None: ...
     def abort(self) -> None: ...
+
+@final
+class _Accessors:
+    fields: ClassVar[list[str]]
+    def __new__(cls, kind: type | None, getters: list[Callable[[Any], Any]]) -> Self: ...
+    @property
+    def direct(self) -> bool: ...
+
+@final
+class _Discard:
+    def __new__(cls) -> Self: ...
+    def read_first_pass(
+        self, accessors: _Accessors, activities: list[Any], lo: int, hi: int
+    ) -> None: ...
+    def read_batch(
+        self, accessors: _Accessors, activities: list[Any], lo: int, hi: int
+    ) -> None: ...
+
+def common_type(activities: list[Any]) -> type | None: ...
 
 @final
 class _GzipEncoder:

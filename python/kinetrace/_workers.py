@@ -81,13 +81,13 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and sys.platform != "win32"
 
 
-def memory_budget(activities: int) -> int:
+def memory_budget(activities: int, workers: int = 1) -> int:
     """The documented peak-memory budget of an export, beyond what ``trace_activities()``
     holds: 64 MiB plus 32 bytes an activity."""
     return (64 << 20) + 32 * activities
 
 
-def memory_estimate(activities: int, workers: int) -> int:
+def memory_estimate(activities: int, workers: int, direct: bool = False) -> int:
     """Peak memory (all processes) an export of ``activities`` with ``workers`` processes
     takes beyond ``trace_activities()``, from the measured model above."""
     estimate = _ONE_PROCESS_FIXED + _ONE_PROCESS_PER_ACTIVITY * activities

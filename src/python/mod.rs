@@ -6,6 +6,7 @@ mod errors;
 mod fallback;
 mod gzip_writer;
 mod interrupt;
+mod reader;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -16,13 +17,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 
 use self::interrupt::detached;
+use self::reader::Accessors;
 use crate::error::lock;
 use crate::error::Error;
 use crate::format::Header;
 use crate::graphs::{Annotation, CharClasses, GraphAnnotations, GraphState};
 use crate::pipeline::{ExportStats, Exporter, Queue, SliceOutput, QUEUE_DEPTH};
 use crate::sink::Encoding;
-use crate::trace::{self, Batch, Flow, PartialSummary, StrColumn};
+use crate::trace::{self, PartialSummary, StrColumn};
 
 /// A slice's first pass as Python carries it: (activities, min ts, max end,
 /// [(device, first ts)], [((device, tid), first ts)]).
@@ -87,40 +89,6 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-fn int_column(list: &Bound<'_, PyList>, what: &str) -> PyResult<Vec<i64>> {
-    let mut out = Vec::with_capacity(list.len());
-    for item in list.iter() {
-        out.push(item.extract::<i64>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{what} must be an int in the signed 64-bit range, got {} {}",
-                type_name(&item),
-                item.repr().map(|r| r.to_string()).unwrap_or_default()
-            ))
-        })?);
-    }
-    Ok(out)
-}
-
-fn str_column(list: &Bound<'_, PyList>, what: &str) -> PyResult<StrColumn> {
-    let mut col = StrColumn::with_capacity(list.len(), list.len() * 24);
-    for item in list.iter() {
-        push_str(&mut col, &item, what)?;
-    }
-    Ok(col)
-}
-
-/// A 0/1 mask as Python wants it for `itertools.compress`: `None` when nothing is
-/// selected, `True` when everything is, the bytes otherwise.
-fn mask_object<'py>(py: Python<'py>, mask: &[u8]) -> Bound<'py, PyAny> {
-    if mask.iter().all(|&b| b == 0) {
-        py.None().into_bound(py)
-    } else if mask.iter().all(|&b| b != 0) {
-        pyo3::types::PyBool::new(py, true).to_owned().into_any()
-    } else {
-        PyBytes::new(py, mask).into_any()
-    }
-}
-
 /// One export in progress (private: driven by `kinetrace._export`).
 #[pyclass(module = "kinetrace._kinetrace", name = "_Exporter")]
 struct PyExporter {
@@ -129,8 +97,6 @@ struct PyExporter {
 
 struct ExporterState {
     exporter: Exporter,
-    /// The batch between `begin_batch` and `submit_batch`.
-    pending: Option<Batch>,
     /// Writes `"cudaGraphInlineAnnotated": true` in the header.
     inline_annotated: bool,
 }
@@ -178,35 +144,28 @@ impl PyExporter {
         Ok(PyExporter {
             inner: Mutex::new(ExporterState {
                 exporter,
-                pending: None,
                 inline_annotated: false,
             }),
         })
     }
 
-    /// Adds a slice of the first pass (device ids, resource ids, timestamps, durations).
-    fn add_first_pass(
+    /// The first pass over activities `lo..hi` of `activities` (device, resource id,
+    /// timestamp, duration of each), read through `accessors` (see `reader`).
+    fn read_first_pass(
         &self,
-        devices: &Bound<'_, PyList>,
-        resources: &Bound<'_, PyList>,
-        timestamps: &Bound<'_, PyList>,
-        durations: &Bound<'_, PyList>,
+        py: Python<'_>,
+        accessors: &Accessors,
+        activities: &Bound<'_, PyList>,
+        lo: usize,
+        hi: usize,
     ) -> PyResult<()> {
-        let n = devices.len();
-        if resources.len() != n || timestamps.len() != n || durations.len() != n {
-            return Err(
-                Error::InvalidArgument("first-pass columns differ in length".into()).into(),
-            );
-        }
-        let devices = int_column(devices, "device_id()")?;
-        let resources = int_column(resources, "resource_id()")?;
-        let timestamps = int_column(timestamps, "timestamp()")?;
-        let durations = int_column(durations, "duration()")?;
+        // Read before the state is locked: an accessor written in Python may call back.
+        let timings = reader::read_timings(py, accessors, activities, lo, hi)?;
         let mut state = self.state()?;
         let first = state.exporter.first_pass()?;
-        first.reserve(n);
-        for i in 0..n {
-            first.push(devices[i], resources[i], timestamps[i], durations[i]);
+        first.reserve(timings.len());
+        for [device, resource, ts, dur] in timings {
+            first.push(device, resource, ts, dur);
         }
         Ok(())
     }
@@ -357,79 +316,24 @@ impl PyExporter {
         Ok(())
     }
 
-    /// Starts a batch with the fields every activity needs to decide what else to read.
-    /// Returns the masks (see `mask_object`) of activities that need `correlation_id`,
-    /// `flow_type`/`flow_start`, and `linked_activity`.
-    fn begin_batch<'py>(
-        &self,
-        py: Python<'py>,
-        categories: &Bound<'py, PyList>,
-        linked_correlation_ids: &Bound<'py, PyList>,
-        flow_ids: &Bound<'py, PyList>,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let mut state = self.state()?;
-        let start = state.exporter.next_start();
-        let batch = Batch {
-            start,
-            categories: str_column(categories, "type()")?,
-            linked_correlation_ids: int_column(linked_correlation_ids, "linked_correlation_id()")?,
-            flow_ids: int_column(flow_ids, "flow_id()")?,
-            ..Batch::default()
-        };
-        let sel = batch.selections();
-        state.pending = Some(batch);
-        Ok((
-            mask_object(py, &sel.correlation),
-            mask_object(py, &sel.flows),
-            mask_object(py, &sel.kernels),
-        ))
-    }
-
-    /// Completes the batch begun by `begin_batch` and queues it for the writer thread,
-    /// waiting (GIL released, Ctrl-C answered) while the queue is full.
-    #[allow(clippy::too_many_arguments)]
-    fn submit_batch(
+    /// Reads activities `lo..hi` of `activities` through `accessors` (every field the
+    /// format needs, and only those: see `reader`) as the next batch and queues it for the
+    /// writer thread, waiting (GIL released, Ctrl-C answered) while the queue is full.
+    fn read_batch(
         &self,
         py: Python<'_>,
-        names: &Bound<'_, PyList>,
-        metadata: &Bound<'_, PyList>,
-        correlation_ids: &Bound<'_, PyList>,
-        flow_types: &Bound<'_, PyList>,
-        flow_starts: &Bound<'_, PyList>,
-        comms_metadata: &Bound<'_, PyList>,
+        accessors: &Accessors,
+        activities: &Bound<'_, PyList>,
+        lo: usize,
+        hi: usize,
     ) -> PyResult<()> {
+        let start = self.state()?.exporter.next_start();
+        let batch = reader::read_batch(py, accessors, activities, lo, hi, start)?;
         let mut state = self.state()?;
-        let mut batch = state
-            .pending
-            .take()
-            .ok_or_else(|| Error::State("submit_batch without begin_batch".into()))?;
-        batch.names = str_column(names, "name()")?;
-        batch.metadata = str_column(metadata, "metadata_json()")?;
-        batch.correlation_ids = int_column(correlation_ids, "correlation_id()")?;
-        let flow_types = int_column(flow_types, "flow_type()")?;
-        if flow_starts.len() != flow_types.len() {
-            return Err(Error::InvalidArgument("flow columns differ in length".into()).into());
-        }
-        batch.flows = flow_types
-            .into_iter()
-            .zip(flow_starts.iter())
-            .map(|(flow_type, start)| {
-                Ok(Flow {
-                    flow_type,
-                    start: start.is_truthy()?,
-                })
-            })
-            .collect::<PyResult<_>>()?;
-        let mut comms = StrColumn::with_capacity(comms_metadata.len(), 0);
-        for item in comms_metadata.iter() {
-            if item.is_none() {
-                comms.push(b"");
-            } else {
-                push_str(&mut comms, &item, "linked activity metadata_json()")?;
-            }
-        }
-        batch.comms_metadata = comms;
         let exporter = &mut state.exporter;
+        if exporter.next_start() != start {
+            return Err(Error::State("batches were read concurrently".into()).into());
+        }
         let mut batch = Some(batch);
         detached(py, |interrupted| {
             crate::interrupt::wait(interrupted, |timeout| {
@@ -494,7 +398,6 @@ impl PyExporter {
     /// Stops the export and removes its temporary file. Safe to call more than once.
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
         let mut state = self.state()?;
-        state.pending = None;
         let exporter = &mut state.exporter;
         py.detach(|| exporter.abort());
         Ok(())
@@ -535,6 +438,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fallback::register(m)?;
     interrupt::register(m)?;
     check::register(m)?;
+    reader::register(m)?;
     m.add_function(wrap_pyfunction!(format_microseconds, m)?)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;

@@ -214,7 +214,7 @@ class Sigint:
 
 class StageWatcher(threading.Thread):
     """Calls ``action`` once the main thread is inside the native call made on a line of
-    ``kinetrace/<module>`` containing ``needle`` (e.g. ``submit_batch(``): found by looking
+    ``kinetrace/<module>`` containing ``needle`` (e.g. ``read_batch(``): found by looking
     at the main thread's innermost Python frame every millisecond."""
 
     def __init__(self, needle: str, action: Callable[[], None], module: str = "_export.py") -> None:

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 __all__ = [
+    "ExitSnapshot",
     "PeakRss",
     "export_measured",
     "memory_budget",
@@ -143,6 +144,99 @@ class PeakRss:
         return max(self.growth, self.peak_total)
 
 
+class ExitSnapshot:
+    """The memory of a forked export at its fullest, read deterministically.
+
+    Sampling misses peaks: a sampler thread waits for the GIL, which the reading holds for a
+    batch at a time, and one read of ``smaps_rollup`` takes tens of milliseconds on a busy
+    machine. Instead, while this is entered, every ``workers=`` worker is held at its exit
+    (done, its buffers and every page it copied still held) until this process has read the
+    proportional set size of itself and of each worker; then all go on. ``total`` is that
+    sum (bytes), or None if no worker was forked; ``workers`` their private dirty pages.
+    Each wait is bounded (30 s), so a broken export is never held up for long.
+    """
+
+    TIMEOUT = 30.0
+
+    def __init__(self) -> None:
+        self.total: int | None = None
+        self.workers: list[int] = []
+        self._pids: list[int] = []
+        self._undo: list[Any] = []
+
+    def __enter__(self) -> ExitSnapshot:
+        from kinetrace import _workers
+
+        ready_r, ready_w = os.pipe()
+        go_r, go_w = os.pipe()
+        self._pipes = (ready_r, ready_w, go_r, go_w)
+        real_fork, real_main = _workers._fork, _workers._worker_main
+        real_reap = _workers._Worker.reap
+        snapshot = self
+
+        def fork() -> int:
+            pid = real_fork()
+            if pid:
+                snapshot._pids.append(pid)
+            return pid
+
+        def worker_main(*args: Any, **kwargs: Any) -> Any:
+            real_exit = os._exit
+
+            def held_exit(code: int) -> None:
+                if code == 0:
+                    os.write(ready_w, b"r")
+                    _wait_readable(go_r, ExitSnapshot.TIMEOUT)
+                real_exit(code)
+
+            os._exit = held_exit  # type: ignore[assignment]  # this worker only
+            return real_main(*args, **kwargs)
+
+        def reap(worker: Any) -> Any:
+            if snapshot.total is None and snapshot._pids:
+                snapshot._take()
+            return real_reap(worker)
+
+        _workers._fork = fork
+        _workers._worker_main = worker_main
+        _workers._Worker.reap = reap  # type: ignore[method-assign]
+        self._undo = [
+            (_workers, "_fork", real_fork),
+            (_workers, "_worker_main", real_main),
+            (_workers._Worker, "reap", real_reap),
+        ]
+        return self
+
+    def _take(self) -> None:
+        ready_r, _, _, go_w = self._pipes
+        deadline = time.monotonic() + self.TIMEOUT
+        arrived = 0
+        while arrived < len(self._pids) and time.monotonic() < deadline:
+            if _wait_readable(ready_r, deadline - time.monotonic()):
+                arrived += len(os.read(ready_r, 64))
+        if arrived == len(self._pids):
+            pss = [_pss_kib("self") or 0] + [_pss_kib(p) or 0 for p in self._pids]
+            self.total = sum(pss) * 1024
+            self.workers = [
+                (proc_kib(p, "smaps_rollup", "Private_Dirty") or 0) * 1024 for p in self._pids
+            ]
+        os.write(go_w, b"g" * len(self._pids))
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, value in self._undo:
+            setattr(owner, name, value)
+        for fd in self._pipes:
+            os.close(fd)
+
+
+def _wait_readable(fd: int, timeout: float) -> bool:
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(max(0, int(timeout * 1000))))
+
+
 def memory_budget(n: int) -> int:
     """The peak-memory budget of an export of ``n`` activities: 64 MiB + 32 bytes each."""
     return 64 * 2**20 + 32 * n
@@ -166,11 +260,12 @@ def export_measured(result: Any, path: str, *, warm: bool = True, **kwargs: Any)
 
     if warm:
         warm_up()
-    with PeakRss() as rss:
+    with PeakRss() as rss, ExitSnapshot() as snapshot:
         started = time.perf_counter()
         stats = kinetrace.export_chrome_trace(result, path, **kwargs)
         seconds = time.perf_counter() - started
     n = len(result)
+    at_exit = None if snapshot.total is None else max(0, snapshot.total - rss.pss_baseline)
     return {
         "n": n,
         "path": stats.path,
@@ -183,7 +278,10 @@ def export_measured(result: Any, path: str, *, warm: bool = True, **kwargs: Any)
         "rss_growth_sampled": max(0, rss.peak_sampled - rss.baseline),
         "rss_growth_hwm": None if rss.peak_hwm is None else max(0, rss.peak_hwm - rss.baseline),
         "rss_samples": rss.samples,
-        "total_growth": rss.total_growth,
-        "workers_seen": rss.max_children,
+        "total_growth": max(rss.total_growth, at_exit or 0),
+        "total_growth_sampled": rss.total_growth,
+        "total_growth_at_exit": at_exit,
+        "worker_private": snapshot.workers,
+        "workers_seen": max(rss.max_children, len(snapshot.workers)),
         "budget": memory_budget(n),
     }
