@@ -6,10 +6,10 @@ its users make, on profiles of the same workload.
     python benches/bench_export.py --iterations 5000 --repeat 1 --compare  # the CI run
 
 Workloads: ``shapes`` (record_shapes, op-heavy) and ``stack`` (with_stack, python_function
-events). torch's stock export saves a result only once, so every stock row (and every
-``tensorboard_trace_handler`` row) exports a profile of its own, recorded again; the other
-exporters run on one shared profile (see ``kinetrace._bench``). Then the gzip encoder alone
-runs on the kinetrace ``.json`` text.
+events). Every timed call (every exporter, every ``tensorboard_trace_handler`` row) exports
+a fresh profile of its own; ``--repeat`` rounds run every row once, in alternating order, and
+each row is the median of its rounds (``kinetrace._bench.method_note``, printed under the
+tables). Then the gzip encoder alone runs on the kinetrace ``.json`` text.
 
 ``--save`` writes the run (figures and machine facts) to ``benches/results/`` as JSON, with
 its chart (SVG) and its tables (Markdown) beside it: docs/benchmarks.md's tables and chart come from
@@ -61,7 +61,7 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict:
                 out,
                 formats=args.formats.split(","),
                 repeat=args.repeat,
-                worker_counts=[int(w) for w in args.workers.split(",")],
+                worker_counts=[None if w == "default" else int(w) for w in args.workers.split(",")],
             )
             text_path = os.path.join(out, "kinetrace.w1.json")
             if not encoder_text and os.path.exists(text_path):
@@ -86,7 +86,7 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict:
 
     if not args.no_handler:
         with tempfile.TemporaryDirectory(prefix="kinetrace-bench-") as out:
-            handler = benchlib.handler_blocking(args.iterations, out)
+            handler = benchlib.handler_blocking(args.iterations, out, args.repeat)
         print()
         print(benchlib.format_handler_table(handler))
         payload["handler"] = handler
@@ -99,12 +99,19 @@ def main(argv: list[str] | None = None) -> int:
         "--iterations", type=int, default=50_000, help="workload steps (6 ops each)"
     )
     parser.add_argument(
-        "--repeat", type=int, default=3, help="best of N (rows on a profile of their own: 1)"
+        "--repeat",
+        "--rounds",
+        dest="repeat",
+        type=int,
+        default=3,
+        help="rounds: every row is the median of N runs, each on a fresh profile",
     )
     parser.add_argument("--workloads", default="shapes,stack", help="comma-separated")
     parser.add_argument("--formats", default="json,json.gz")
     parser.add_argument(
-        "--workers", default="1,2", help="kinetrace worker counts to run (comma-separated)"
+        "--workers",
+        default="default,1,2",
+        help="kinetrace rows: worker counts, 'default' for the default settings (comma-separated)",
     )
     parser.add_argument("--no-encoder", action="store_true", help="skip the encoder-alone run")
     parser.add_argument(

@@ -3,8 +3,9 @@
     python benches/bench_phases.py                       # 50k steps, workers 1 and 2, 3 rounds
     taskset -c 0 python benches/bench_phases.py --workers 1,2   # the same on one core
 
-Each round records a fresh profile of the ``shapes`` workload (``record_shapes=True``), then
-exports it once per worker count, the order alternating between rounds. The phases are timed
+Each round exports a fresh profile of the ``shapes`` workload (``record_shapes=True``) once
+per worker count, each recorded just before its export, the order alternating between
+rounds. The phases are timed
 from outside the package: the functions of ``kinetrace._extract`` / ``kinetrace._workers``
 each phase runs, and the native exporter's blocking calls, are wrapped by timers before the
 export (forked workers inherit the wrappers) and every process appends its timings to one
@@ -17,7 +18,8 @@ Phases: ``trace_activities()``; ``fork`` (the parent's ``os.fork`` calls); in a 
 ``start`` (fork to its first instruction); ``first pass``; the base-time exchange (the
 parent's wait for the workers' summaries, a worker's wait for the base); ``header``
 (time base, header queued); ``second pass`` (reading, and waiting for room in the writer's
-queue); ``splice`` (the parent queueing worker outputs); ``finish`` (waiting for the writer
+queue); ``splice`` (the parent queueing worker outputs); ``reap`` (waiting for a worker that has
+reported to be gone); ``finish`` (waiting for the writer
 thread: formatting, copying the slices, the tail, rename); ``free`` (the activity list
 freed, after the export returns: every exporter built on ``trace_activities()`` pays it).
 """
@@ -109,6 +111,7 @@ def install() -> None:
         return _timed(label, real_receive)(self, expected)
 
     _workers._Worker.receive = receive  # type: ignore[method-assign]
+    _workers._Worker.reap = _timed("reap", _workers._Worker.reap)  # type: ignore[method-assign]
     real_receive_fd = _workers._receive
     parent = os.getpid()
 
@@ -179,6 +182,16 @@ def run_once(result: Any, path: str, workers: int | None) -> list[list[Any]]:
     return records
 
 
+def run_stock(prof: Any, path: str) -> list[list[Any]]:
+    """torch's own export of a fresh profile, for scale: its wall and CPU time."""
+    gc.collect()
+    t0, c0 = time.perf_counter(), os.times()
+    prof.export_chrome_trace(path)
+    t1, c1 = time.perf_counter(), os.times()
+    cpu = (c1.user + c1.system) - (c0.user + c0.system)
+    return [[os.getpid(), "whole call", 0.0, t1 - t0, cpu]]
+
+
 def summarize(runs: list[list[list[Any]]]) -> dict[str, dict[str, tuple[float, float, float]]]:
     """Per process role (parent, worker 1, ...) and phase: medians of (wall, cpu, end)."""
     per: dict[tuple[str, str], list[tuple[float, float, float]]] = defaultdict(list)
@@ -213,6 +226,7 @@ ORDER = [
     "second pass",
     "wait workers",
     "splice",
+    "reap",
     "finish",
     "process cpu",
     "free (separately)",
@@ -236,31 +250,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--format", default="json")
     parser.add_argument("--json", default=None, help="write the summaries here")
+    parser.add_argument(
+        "--stock", action="store_true", help="also time torch's own export (for scale)"
+    )
     args = parser.parse_args(argv)
     install()
-    counts = [int(w) for w in args.workers.split(",")]
-    runs: dict[int, list[list[list[Any]]]] = defaultdict(list)
+    counts: list[int | str] = [int(w) for w in args.workers.split(",")]
+    if args.stock:
+        counts.append("stock")
+    runs: dict[int | str, list[list[list[Any]]]] = defaultdict(list)
     n = 0
     with tempfile.TemporaryDirectory(prefix="kinetrace-phases-") as out:
         for r in range(args.rounds):
-            prof = _bench.record_workload(args.iterations)
-            result = prof.profiler.kineto_results
-            n = len(result.trace_activities())
             order = counts if r % 2 == 0 else counts[::-1]
             for w in order:
+                # A fresh profile per export: torch's first trace_activities() on a result
+                # costs about three times what a later one does.
+                prof = _bench.record_workload(args.iterations)
+                result = prof.profiler.kineto_results
                 path = os.path.join(out, f"t.w{w}.{args.format}")
-                runs[w].append(run_once(result, path, w))
+                if w == "stock":
+                    runs[w].append(run_stock(prof, path))
+                else:
+                    runs[w].append(run_once(result, path, int(w)))
+                    n = len(result.trace_activities())
                 print(f"round {r + 1} workers={w} done", file=sys.stderr)
-            del prof, result
-            gc.collect()
+                del prof, result
+                gc.collect()
     cpus = len(os.sched_getaffinity(0))
     load = os.getloadavg()
     payload = {}
     for w in counts:
         summary = summarize(runs[w])
         payload[w] = summary
+        name = "stock torch" if w == "stock" else f"workers={w}"
         title = (
-            f"\n{n} activities, .{args.format}, workers={w}, {cpus} core(s), "
+            f"\n{n} activities, .{args.format}, {name}, {cpus} core(s), "
             f"median of {args.rounds} rounds; load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
         )
         print(format_table(title, summary))

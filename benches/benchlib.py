@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -102,10 +103,11 @@ def measure_handler_block(handler: Callable[[Any], Any], prof: Any) -> tuple[flo
     return blocked, time.perf_counter() - started
 
 
-def handler_blocking(iterations: int, out_dir: str) -> list[dict[str, Any]]:
+def handler_blocking(iterations: int, out_dir: str, rounds: int = 1) -> list[dict[str, Any]]:
     """How long ``on_trace_ready`` holds up a training step: torch's
-    ``tensorboard_trace_handler`` vs kinetrace's, foreground and background, each on a
-    fresh profile of ``iterations`` steps (torch's stock export can save a result once)."""
+    ``tensorboard_trace_handler`` vs kinetrace's, foreground and background, each call on a
+    fresh profile of ``iterations`` steps; ``rounds`` rounds in alternating order, medians
+    (``kinetrace._bench.method_note``)."""
     import torch.profiler
 
     import kinetrace
@@ -134,12 +136,18 @@ def handler_blocking(iterations: int, out_dir: str) -> list[dict[str, Any]]:
             lambda d: kinetrace.tensorboard_trace_handler(d, use_gzip=True, background=True),
         ),
     ]
+    times: dict[int, list[tuple[float, float]]] = {i: [] for i in range(len(variants))}
+    order = list(range(len(variants)))
+    for r in range(max(1, rounds)):
+        for i in order if r % 2 == 0 else order[::-1]:
+            make = variants[i][2]
+            prof = _bench.record_workload(iterations)
+            directory = os.path.join(out_dir, f"handler{i}.{r}")
+            gc.collect()
+            times[i].append(measure_handler_block(make(directory), prof))
+            del prof
     rows = []
-    for i, (who, fmt, make) in enumerate(variants):
-        prof = _bench.record_workload(iterations)
-        directory = os.path.join(out_dir, f"handler{i}")
-        gc.collect()
-        blocked, done = measure_handler_block(make(directory), prof)
+    for i, (who, fmt, _) in enumerate(variants):
         how = (
             "torch.profiler.tensorboard_trace_handler(dir"
             if who == "torch handler"
@@ -147,9 +155,10 @@ def handler_blocking(iterations: int, out_dir: str) -> list[dict[str, Any]]:
         )
         how += ", use_gzip=True" if fmt == "json.gz" else ""
         how += ", background=True" if "background" in who else ""
-        how += ")(prof) on a profile of its own, 1 run"
+        how += f")(prof), median of {max(1, rounds)}"
+        blocked = statistics.median(b for b, _ in times[i])
+        done = statistics.median(d for _, d in times[i])
         rows.append({"handler": who, "fmt": fmt, "blocked_s": blocked, "done_s": done, "how": how})
-        del prof
     return rows
 
 
@@ -248,8 +257,7 @@ def markdown_tables(payload: dict[str, Any]) -> str:
     out = [
         f"Machine: {m['cpus']} cores ({m.get('cpu_model', '?')}), Python {m['python']}, "
         f"torch {m['torch']}, {m.get('date', '')[:10]}{_load_text(m)}; "
-        f"{payload['iterations']} steps, "
-        f"best of {payload.get('repeat', 1)} where a profile can be exported again.",
+        f"{payload['iterations']} steps. {_bench.method_note(payload.get('repeat', 1))}",
         "",
     ]
     for name, w in payload["workloads"].items():
@@ -279,8 +287,8 @@ def markdown_tables(payload: dict[str, Any]) -> str:
         out.append("")
     if payload.get("handler"):
         out += [
-            "**A training step blocked by `on_trace_ready`** (the `shapes` workload, a profile"
-            " of its own per row):",
+            "**A training step blocked by `on_trace_ready`** (the `shapes` workload, a fresh"
+            " profile per call, medians as above):",
             "",
             "| handler | format | blocked s | file done s | how it was timed |",
             "|---|---|---|---|---|",
@@ -329,7 +337,9 @@ def summary_markdown(payload: dict[str, Any], workload: str = "shapes") -> str:
     out = [
         f"On a {w['activities']:,}-activity profile ({payload['iterations']:,} steps, "
         f"`record_shapes=True`), torch {m['torch']}, {m['cpus']} cores{_load_text(m)}, each "
-        "exporter timed through the call its users make:",
+        "exporter timed through the call its users make, default settings (the median of "
+        f"{payload.get('repeat', 1)} rounds, each call on a fresh profile, the order "
+        "alternating):",
         "",
         "| exporter | `.json` | `.json.gz` |",
         "|---|---|---|",
@@ -370,7 +380,7 @@ def replace_between(text: str, name: str, body: str) -> str:
 _CHART_ROWS = [
     ("torch stock", "stock C++", None),
     ("torch Python", "torch Python", None),
-    ("kinetrace", "kinetrace", "1 worker"),
+    ("kinetrace", "kinetrace", "default settings"),
 ]
 
 

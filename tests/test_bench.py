@@ -25,8 +25,9 @@ def test_demo_times_each_peer_through_its_own_call(
 ) -> None:
     assert main(["demo", "--iterations", "30", "--out", str(tmp_path)]) == 0
     table = capsys.readouterr().out
-    # torch's real .json.gz path, on a profile of its own, and said so in the table.
-    assert "prof.export_chrome_trace(path) on a profile of its own" in table
+    # torch's real .json.gz path, each call on a profile of its own, and said so in the table.
+    assert "prof.export_chrome_trace(path)" in table
+    assert "exports a fresh profile of its own" in table
     assert "gzip writelines, level 9" in table
     assert "use_python_export=True" in table
     for name in (
@@ -34,6 +35,8 @@ def test_demo_times_each_peer_through_its_own_call(
         "stock.json.gz",
         "torch_python.json",
         "torch_python.json.gz",
+        "kinetrace.json",
+        "kinetrace.json.gz",
         "kinetrace.w1.json",
         "kinetrace.w1.json.gz",
     ):
@@ -54,8 +57,8 @@ def test_every_profile_holds_the_same_workload(tmp_path: Path) -> None:
         return prof
 
     rows = _bench.compare(record, str(tmp_path), worker_counts=(1,), extra_levels=())
-    # one shared profile plus one per stock row: torch saves a result only once
-    assert len(recorded) == 3
+    # every timed call exports a fresh profile of its own
+    assert len(recorded) == len(rows) == 7
     counts = {r.activities for r in rows}
     assert len(counts) == 1 and counts.pop() == 20 * 6
     by_key = {(r.exporter, r.fmt): r for r in rows}
@@ -72,6 +75,33 @@ def test_every_profile_holds_the_same_workload(tmp_path: Path) -> None:
     speedup = by_key[("kinetrace", "json.gz")].ratios["speedup vs stock C++"]
     stock, ours = by_key[("stock C++", "json.gz")], by_key[("kinetrace", "json.gz")]
     assert speedup == pytest.approx(stock.seconds / ours.seconds)
+
+
+def test_rows_are_medians_of_rounds_in_alternating_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row is the median of its rounds; each round runs every row once, the order
+    reversed every other round, each call on a fresh profile."""
+    calls: list[str] = []
+    clock = iter(range(1000))
+    # Each timed call "takes" the next value of the clock: medians can be predicted.
+    monkeypatch.setattr(_bench.time, "perf_counter", lambda: float(next(clock)))
+
+    def run(prof: object, path: str, name: str) -> None:
+        calls.append(name)
+        Path(path).write_text("{}")
+
+    specs = [
+        _bench._Spec(name, "json", lambda prof, p, name=name: run(prof, p, name), call=name)
+        for name in ("a", "b", "c")
+    ]
+    monkeypatch.setattr(_bench, "activity_count", lambda prof: 6)
+    rows = _bench._measure(specs, lambda: object(), str(tmp_path), repeat=3)
+    assert calls == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
+    assert [r.rounds for r in rows] == [3, 3, 3]
+    assert all(r.seconds == 1.0 for r in rows)
+    assert "median of 3" in rows[0].how
+    assert "alternates" in _bench.method_note(3)
 
 
 def test_stock_torch_is_not_timed_through_kinetrace(tmp_path: Path) -> None:

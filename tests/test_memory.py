@@ -1,6 +1,7 @@
 """The memory bound on big exports: the export's peak growth stays within 64 MiB + 32 bytes
-an activity (one process, and the default worker count on a 16-core host), measured in a
-fresh subprocess (``tests/synthetic.py``); ``workers=2``'s known excess is documented."""
+an activity with one process, 64 MiB + 64 bytes an activity with workers (the default on a
+16-core host, and explicit ones) on torch's activities, measured in a fresh subprocess
+(``tests/synthetic.py``); workers on look-alike activities exceed it (documented)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def report_memory(n: int, report: dict[str, Any]) -> None:
         f"\n{n} events: {report['uncompressed_bytes'] / 1e6:.0f} MB in {report['seconds']:.2f} s; "
         f"peak growth: this process {report['rss_growth'] / 2**20:.1f} MiB, with workers "
         f"{report['total_growth'] / 2**20:.1f} MiB ({report['workers_seen']} seen); "
-        f"budget {memory_budget(n) / 2**20:.1f} MiB"
+        f"budget {report['budget'] / 2**20:.1f} MiB"
     )
 
 
@@ -58,32 +59,52 @@ def test_peak_memory_is_bounded(tmp_path, n, record_property):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_default_workers_keep_the_memory_budget(tmp_path, record_property):
-    """On a 16-core host the default forks workers for a mid-sized listed trace (as torch
-    lists it), and the whole export (every process) stays within the budget."""
-    n = 150_000
+@pytest.mark.parametrize("workers", [None, 4])
+def test_workers_keep_the_memory_budget(tmp_path, record_property, workers):
+    """A real torch profile of ~100k activities: the default forks on a 16-core host (two
+    processes: one per 50k activities), and an explicit ``workers=4`` as well; the whole
+    export (every process, read while the workers are held at their exit) stays within
+    64 MiB + 64 bytes an activity. torch's activities are read without being written, so
+    a worker costs its own pipeline (~6-9 MiB measured) and nothing per activity; the
+    margin (~35 MiB at 4 processes) holds on a loaded machine, where nothing but time
+    grows."""
     path = tmp_path / "t.json"
-    report = measure_in_subprocess(n, path, "--list", "--gpu", "--cpus", "16")
+    extra = ["--cpus", "16"] if workers is None else ["--workers", str(workers)]
+    report = measure_in_subprocess(0, path, "--torch-steps", "17000", *extra)
     record_property("memory", report)
+    n = report["n"]
     report_memory(n, report)
-    assert report["workers_seen"] == 1  # two processes
-    assert report["total_growth"] <= memory_budget(n), report
+    assert report["workers_seen"] == (1 if workers is None else workers - 1)
+    assert report["total_growth_at_exit"] is not None  # every worker was held and read
+    assert report["total_growth"] <= memory_budget(n, 2), report
     assert path.stat().st_size == report["file_bytes"]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-@pytest.mark.xfail(
-    strict=True,
-    reason="KNOWN LIMIT: forked extraction (workers=2, opt-in on 2 cores) exceeds the "
-    "64 MiB + 32 B/activity budget: the worker's copy-on-write copies of every activity "
-    "object it touches plus a second pipeline (~200 MiB for 1M listed activities, 2 "
-    "processes, vs 94.5 MiB). Inherent to fork; documented on the workers argument.",
-)
-def test_peak_memory_with_two_workers(tmp_path, record_property):
+def test_look_alikes_use_one_process_by_default(tmp_path, record_property):
+    """Activities whose accessors are Python code would be copied (copy-on-write) by every
+    worker that reads them: on a 16-core host the default keeps them in one process, within
+    the one-process budget."""
+    n = 300_000
+    path = tmp_path / "t.json"
+    report = measure_in_subprocess(n, path, "--list", "--gpu", "--cpus", "16")
+    record_property("memory", report)
+    report_memory(n, report)
+    assert report["workers_seen"] == 0
+    assert report["total_growth"] <= memory_budget(n), report
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_workers_on_look_alikes_cost_what_the_estimate_says(tmp_path, record_property):
+    """``workers=2`` on look-alike activities: every object a worker reads is written (its
+    reference count), so the pages holding them are copied (~150 B/activity measured); the
+    estimate the documentation gives for such sources bounds it."""
+    from kinetrace import _workers
+
     n = 500_000
     path = tmp_path / "t.json"
     report = measure_in_subprocess(n, path, "--workers", "2", "--list")
     record_property("memory", report)
     report_memory(n, report)
     assert report["workers_seen"] == 1
-    assert report["total_growth"] <= memory_budget(n), report
+    assert report["total_growth"] <= _workers.memory_estimate(n, 2, direct=False), report

@@ -176,13 +176,27 @@ def test_default_workers_stay_within_the_memory_budget(monkeypatch, cpus):
     monkeypatch.setattr(_workers, "available_cpus", lambda: cpus)
     for n in [0, 10, 99_999, 100_000, 150_000, 200_000, 300_000, 10**6, 10**7, 10**8]:
         workers = _workers.default_workers(n)
-        assert 1 <= workers <= max(1, cpus // 2)
-        if workers > 1:
-            assert _workers.memory_estimate(n, workers) <= _workers.memory_budget(n), n
-    # Forking is worth its memory only for mid-sized traces; big ones stay in one process.
-    expected_mid = 1 if cpus < 4 else 2
-    assert _workers.default_workers(150_000) == expected_mid
-    assert _workers.default_workers(10**7) == 1
+        assert 1 <= workers <= min(cpus, _workers.MAX_DEFAULT_WORKERS)
+        assert workers <= max(1, n // _workers.MIN_ACTIVITIES_PER_WORKER)
+        budget = _workers.memory_budget(n, workers)
+        assert _workers.memory_estimate(n, workers) <= budget, n
+    # torch's activities are read without copying them: big traces get every core too.
+    assert _workers.default_workers(10**7) == min(cpus, _workers.MAX_DEFAULT_WORKERS)
+    assert _workers.default_workers(150_000) == min(cpus, 3)
+
+
+def test_activities_read_through_python_code_use_one_process(monkeypatch):
+    """Look-alikes whose accessors are Python code would be copied by every worker that
+    reads them (their reference counts are written): the default keeps them in one process."""
+    monkeypatch.setattr(_workers, "available_cpus", lambda: 16)
+    assert _workers.default_workers(10**6, direct=False) == 1
+    assert _workers.default_workers(10**6, direct=True) > 1
+
+
+def test_the_budget_with_workers():
+    """64 MiB + 32 B/activity for one process, 64 MiB + 64 B/activity with workers."""
+    assert _workers.memory_budget(10**6) == (64 << 20) + 32 * 10**6
+    assert _workers.memory_budget(10**6, 4) == (64 << 20) + 64 * 10**6
 
 
 def test_default_workers_scale_with_size():

@@ -3,13 +3,18 @@
 Every exporter is timed through the call its users make, on profiles of the same workload:
 - stock: ``prof.export_chrome_trace(path)``, Kineto's C++ writer; for ``.json.gz`` torch
   writes a temporary ``.json`` with it and copies that through ``gzip.open(...).writelines``
-  (level 9, one write per line). A result can be saved only once, so each stock row exports a
-  profile of its own, recorded again;
+  (level 9, one write per line);
 - torch Python: ``prof.export_chrome_trace(path, use_python_export=True)``;
-- kinetrace: ``kinetrace.export_chrome_trace(prof, path)``;
+- kinetrace: ``kinetrace.export_chrome_trace(prof, path)`` (default settings), and with
+  ``workers=`` given;
 - the accessor floor: ``trace_activities()`` plus the field reads kinetrace makes (its own
   extraction passes, ``kinetrace._extract``, into a consumer that keeps nothing) and freeing
   the list, timed alone. No exporter built on these accessors can beat it on one core.
+
+The method (:func:`method_note`): every timed call exports a fresh profile of its own
+(torch saves a result once, and a result's first ``trace_activities()`` costs about three
+times a later one, so a reused profile would flatter whoever runs second); rounds run every
+row once, the order alternating; each row is the median of its rounds.
 
 Benchmark-only helpers (tables, charts, history, the handler timing) are in
 ``benches/benchlib.py``, outside the wheel.
@@ -43,8 +48,10 @@ class Row:
     peak_rss: int | None = None
     #: Activities in the profile this row exported.
     activities: int | None = None
-    #: How the row was obtained: the call timed, on which profile, how many runs.
+    #: How the row was obtained: the call timed, how many rounds (see :func:`method_note`).
     how: str = ""
+    #: Rounds its seconds are the median of.
+    rounds: int = 1
 
 
 def _rss_bytes() -> int:
@@ -118,45 +125,27 @@ def _read_every_field(activities: list[Any]) -> None:
     _extract.second_pass(consumer, activities, get)
 
 
-_last_peak: list[int] = [0]
+@dataclass
+class _Spec:
+    """One row to measure: ``run(prof, path)`` is the timed call."""
+
+    exporter: str
+    fmt: str
+    run: Callable[[Any, str], Any]
+    note: str = ""
+    call: str = ""
+    #: The output's name in the output folder (the names ``kinetrace demo`` documents).
+    filename: str = ""
+    #: Every round's seconds, peak RSS growth, activities.
+    seconds: list[float] = field(default_factory=list)
+    peaks: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
 
 
-def _timed(fn: Callable[[], Any], repeat: int) -> float:
-    """Best wall time of ``repeat`` runs; the peak RSS growth of the runs is kept in
-    ``_last_peak`` for the row being built."""
-    best = float("inf")
-    peak = 0
-    for _ in range(max(1, repeat)):
-        gc.collect()
-        with _PeakRss() as rss:
-            t0 = time.perf_counter()
-            fn()
-            elapsed = time.perf_counter() - t0
-        best = min(best, elapsed)
-        peak = max(peak, rss.growth)
-    _last_peak[0] = peak
-    return best
-
-
-def _row(
-    exporter: str,
-    fmt: str,
-    seconds: float,
-    size: int | None,
-    activities: int,
-    note: str = "",
-    how: str = "",
-) -> Row:
-    return Row(
-        exporter,
-        fmt,
-        seconds,
-        size,
-        note=note,
-        peak_rss=_last_peak[0],
-        activities=activities,
-        how=how,
-    )
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _size(path: str) -> int:
@@ -168,6 +157,16 @@ def activity_count(prof: Any) -> int:
     return len(prof.profiler.kineto_results.trace_activities())
 
 
+def method_note(rounds: int) -> str:
+    """How every row of :func:`compare` is timed (printed under its tables)."""
+    return (
+        f"Each row: the median of {rounds} round{'s' if rounds != 1 else ''}; every timed call "
+        "exports a fresh profile of its own (recorded just before it, the same workload: torch "
+        "saves a result only once, and a result's first trace_activities() costs ~3x a later "
+        "one); the rows' order alternates between rounds (first to last, then last to first)."
+    )
+
+
 def compare(
     record: Callable[[], Any],
     out_dir: str,
@@ -176,80 +175,136 @@ def compare(
     repeat: int = 1,
     extra_levels: Sequence[int] = (9,),
     include_stock: bool = True,
-    worker_counts: Sequence[int] = (1, 2),
+    worker_counts: Sequence[int | None] = (None, 1, 2),
 ) -> list[Row]:
     """Run every exporter through the call its users make; rows in table order.
 
     ``record()`` profiles the workload and returns the stopped ``torch.profiler.profile``.
-    torch's stock export can save a result only once, so each stock row gets a profile of
-    its own (recorded again, the same workload); the other exporters all run on one more
-    profile, best of ``repeat``. Each row's ``how`` says which call was timed, and its
-    ``activities`` how many activities that row's profile held.
+    Every timed call gets a profile of its own, recorded just before it; ``repeat`` rounds
+    run every row once each, in alternating order, and a row's seconds are the median of its
+    rounds (see :func:`method_note`). ``worker_counts``: the kinetrace rows (None: the
+    default settings). Each row's ``how`` says which call was timed, and its ``activities``
+    how many activities its profiles held.
     """
     from kinetrace import _profiler
 
     if _profiler.installed():
         raise RuntimeError("kinetrace.install() is in effect: stock torch can't be timed")
     os.makedirs(out_dir, exist_ok=True)
-    rows: list[Row] = []
-    prof = record()
-    n = activity_count(prof)
-    result = prof.profiler.kineto_results
-    floor = _timed(lambda: accessor_floor(result), repeat)
-    rows.append(_row("accessor floor", "-", floor, None, n, how="trace_activities() + field reads"))
-    best = f"best of {repeat}" if repeat > 1 else "1 run"
-
-    for fmt in formats:
-        path = os.path.join(out_dir, f"torch_python.{fmt}")
-        seconds = _timed(lambda p=path: prof.export_chrome_trace(p, use_python_export=True), repeat)
-        how = f"prof.export_chrome_trace(path, use_python_export=True), {best}"
-        rows.append(_row("torch Python", fmt, seconds, _size(path), n, how=how))
-
-    for fmt in formats:
-        for workers in worker_counts:
-            path = os.path.join(out_dir, f"kinetrace.w{workers}.{fmt}")
-            seconds = _timed(
-                lambda p=path, w=workers: _export.export_chrome_trace(prof, p, workers=w), repeat
-            )
-            note = f"{workers} worker{'s' if workers > 1 else ''}"
-            if fmt == "json.gz":
-                note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
-            how = f"kinetrace.export_chrome_trace(prof, path, workers={workers}), {best}"
-            rows.append(_row("kinetrace", fmt, seconds, _size(path), n, note, how))
-        if fmt == "json.gz":
-            for level in extra_levels:
-                if level == _export.DEFAULT_COMPRESSLEVEL:
-                    continue
-                path = os.path.join(out_dir, f"kinetrace.l{level}.{fmt}")
-                seconds = _timed(
-                    lambda p=path, lv=level: _export.export_chrome_trace(
-                        prof, p, compresslevel=lv, workers=1
-                    ),
-                    repeat,
-                )
-                how = f"kinetrace.export_chrome_trace(prof, path, compresslevel={level}), {best}"
-                note = f"1 worker, level {level}"
-                rows.append(_row("kinetrace", fmt, seconds, _size(path), n, note, how))
-    prof = result = None  # free the shared profile before recording the next ones
-    gc.collect()
-
+    specs = [
+        _Spec(
+            "accessor floor",
+            "-",
+            lambda prof, _: accessor_floor(prof.profiler.kineto_results),
+            call="trace_activities() + field reads",
+        )
+    ]
     if include_stock:
-        stock = []
         for fmt in formats:
-            # torch's own sequence for .gz: Kineto writes a temporary .json, then
-            # gzip.open(path, "wb").writelines(the temporary file), level 9.
-            prof = record()
-            stock_n = activity_count(prof)
-            path = os.path.join(out_dir, f"stock.{fmt}")
-            seconds = _timed(lambda p=path, pr=prof: pr.export_chrome_trace(p), 1)
-            how = "prof.export_chrome_trace(path) on a profile of its own, 1 run"
+            call = "prof.export_chrome_trace(path)"
             if fmt == "json.gz":
-                how += " (Kineto to a temporary .json, then gzip writelines, level 9)"
-            stock.append(_row("stock C++", fmt, seconds, _size(path), stock_n, how=how))
+                call += " (Kineto to a temporary .json, then gzip writelines, level 9)"
+            specs.append(
+                _Spec(
+                    "stock C++",
+                    fmt,
+                    lambda prof, p: prof.export_chrome_trace(p),
+                    call=call,
+                    filename=f"stock.{fmt}",
+                )
+            )
+    for fmt in formats:
+        specs.append(
+            _Spec(
+                "torch Python",
+                fmt,
+                lambda prof, p: prof.export_chrome_trace(p, use_python_export=True),
+                call="prof.export_chrome_trace(path, use_python_export=True)",
+                filename=f"torch_python.{fmt}",
+            )
+        )
+    for fmt in formats:
+        level = f", level {_export.DEFAULT_COMPRESSLEVEL}" if fmt == "json.gz" else ""
+        for workers in worker_counts:
+            if workers is None:
+                note = "default settings" + level
+                call = "kinetrace.export_chrome_trace(prof, path)"
+                filename = f"kinetrace.{fmt}"
+            else:
+                note = f"{workers} worker{'s' if workers > 1 else ''}{level}"
+                call = f"kinetrace.export_chrome_trace(prof, path, workers={workers})"
+                filename = f"kinetrace.w{workers}.{fmt}"
+            specs.append(
+                _Spec(
+                    "kinetrace",
+                    fmt,
+                    lambda prof, p, w=workers: _export.export_chrome_trace(prof, p, workers=w),
+                    note,
+                    call,
+                    filename,
+                )
+            )
+        if fmt == "json.gz":
+            for lv in extra_levels:
+                if lv == _export.DEFAULT_COMPRESSLEVEL:
+                    continue
+                specs.append(
+                    _Spec(
+                        "kinetrace",
+                        fmt,
+                        lambda prof, p, lv=lv: _export.export_chrome_trace(
+                            prof, p, compresslevel=lv
+                        ),
+                        f"default settings, level {lv}",
+                        f"kinetrace.export_chrome_trace(prof, path, compresslevel={lv})",
+                        f"kinetrace.l{lv}.{fmt}",
+                    )
+                )
+    rows = _measure(specs, record, out_dir, repeat)
+    _add_ratios(rows)
+    return rows
+
+
+def _measure(specs: list[_Spec], record: Callable[[], Any], out_dir: str, repeat: int) -> list[Row]:
+    """``repeat`` rounds of every spec, each on a fresh profile, the order alternating;
+    the rows (median seconds, peak RSS growth); the outputs under the specs' file names."""
+    paths = {}
+    for i, spec in enumerate(specs):
+        name = spec.exporter.split()[0].lower()
+        paths[id(spec)] = os.path.join(out_dir, f"{name}.{i}.{spec.fmt}")
+    rounds = max(1, repeat)
+    for r in range(rounds):
+        for spec in specs if r % 2 == 0 else specs[::-1]:
+            prof = record()
+            spec.counts.append(activity_count(prof))
+            path = paths[id(spec)]
+            gc.collect()
+            with _PeakRss() as rss:
+                t0 = time.perf_counter()
+                spec.run(prof, path)
+                spec.seconds.append(time.perf_counter() - t0)
+            spec.peaks.append(rss.growth)
             del prof
             gc.collect()
-        rows[1:1] = stock
-    _add_ratios(rows)
+    rows = []
+    for spec in specs:
+        path = paths[id(spec)]
+        size = _size(path) if spec.fmt != "-" else None
+        rows.append(
+            Row(
+                spec.exporter,
+                spec.fmt,
+                _median(spec.seconds),
+                size,
+                note=spec.note,
+                peak_rss=max(spec.peaks),
+                activities=spec.counts[0],
+                how=f"{spec.call}, median of {rounds}",
+                rounds=rounds,
+            )
+        )
+        if spec.filename and os.path.exists(path):
+            os.replace(path, os.path.join(out_dir, spec.filename))
     return rows
 
 
@@ -279,49 +334,41 @@ def compare_kineto_writer(
     repeat: int = 1,
 ) -> list[Row]:
     """torch's own ``export_chrome_trace`` against ``kinetrace.export_chrome_trace`` (on
-    torch < 2.13 its fallback), each run on a fresh profile from ``record()`` (Kineto's
-    ``save`` works once per result). Rows in table order; only exporters timed, so there is
-    no accessor-floor row."""
+    torch < 2.13 its fallback), timed as :func:`compare` times (a fresh profile per call,
+    rounds in alternating order, medians). Rows in table order; only exporters timed, so
+    there is no accessor-floor row."""
     import warnings
 
     from kinetrace import _fallback
 
     os.makedirs(out_dir, exist_ok=True)
-    rows: list[Row] = []
-
-    def best_of(export: Callable[[Any, str], Any], path: str) -> float:
-        best = float("inf")
-        peak = 0
-        for _ in range(max(1, repeat)):
-            prof = record()
-            gc.collect()
-            with _PeakRss() as rss:
-                t0 = time.perf_counter()
-                export(prof, path)
-                best = min(best, time.perf_counter() - t0)
-            peak = max(peak, rss.growth)
-            del prof
-        _last_peak[0] = peak
-        return best
 
     def kinetrace_export(prof: Any, path: str) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", _fallback.FallbackWarning)
             _export.export_chrome_trace(prof, path)
 
+    specs = []
     for fmt in formats:
-        path = os.path.join(out_dir, f"stock.{fmt}")
-        seconds = best_of(lambda prof, p: prof.export_chrome_trace(p), path)
         note = "torch's own gzip copy, level 9" if fmt == "json.gz" else "Kineto's writer"
-        rows.append(_row("stock C++", fmt, seconds, _size(path), note))
+        specs.append(
+            _Spec(
+                "stock C++",
+                fmt,
+                lambda prof, p: prof.export_chrome_trace(p),
+                note,
+                "prof.export_chrome_trace(path)",
+                f"stock.{fmt}",
+            )
+        )
     own_formatter = has_trace_activities()
     for fmt in formats:
-        path = os.path.join(out_dir, f"kinetrace.{fmt}")
-        seconds = best_of(kinetrace_export, path)
         note = "torch Python-exporter bytes" if own_formatter else "Kineto's writer, streamed"
         if fmt == "json.gz":
             note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
-        rows.append(_row("kinetrace", fmt, seconds, _size(path), note))
+        call = "kinetrace.export_chrome_trace(prof, path)"
+        specs.append(_Spec("kinetrace", fmt, kinetrace_export, note, call, f"kinetrace.{fmt}"))
+    rows = _measure(specs, record, out_dir, repeat)
     _add_ratios(rows)
     return rows
 
@@ -363,4 +410,6 @@ def format_table(rows: list[Row], activities: int | None = None) -> str:
     lines.append("how each row was timed:")
     for r in rows:
         lines.append(f"  {r.exporter + ' ' + r.fmt:<22} {r.how}; {r.activities} activities")
+    if rows:
+        lines.append(method_note(rows[0].rounds))
     return "\n".join(lines)

@@ -295,7 +295,8 @@ def export_chrome_trace(
             add_pending(handle)
             return handle
     activities = result.trace_activities()
-    n_workers = _resolve_workers(workers, len(activities))
+    get = activity_getters(activities)
+    n_workers = _resolve_workers(workers, len(activities), get.direct)
     with fifo_reader_ready(trace_name):
         exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))
     worker_outputs: list[Any] = []
@@ -312,7 +313,7 @@ def export_chrome_trace(
                 worker_outputs = _workers.export_forked(
                     exporter,
                     activities,
-                    activity_getters(activities),
+                    get,
                     n_workers,
                     trace_name,
                     level,
@@ -323,7 +324,9 @@ def export_chrome_trace(
                 )
                 exporter.close(trace_name)
             else:
-                extract_here(exporter, result, activities, metadata, base_time_ns, trace_name, bar)
+                extract_here(
+                    exporter, result, activities, metadata, base_time_ns, trace_name, bar, get
+                )
         finally:
             if bar is not None:
                 bar.close()
@@ -353,11 +356,11 @@ def export_chrome_trace(
     )
 
 
-def _resolve_workers(workers: int | None, activities: int) -> int:
+def _resolve_workers(workers: int | None, activities: int, direct: bool) -> int:
     from kinetrace import _workers
 
     if workers is None:
-        return _workers.default_workers(activities)
+        return _workers.default_workers(activities, direct)
     if workers > 1 and not _workers.can_fork():
         import warnings
 

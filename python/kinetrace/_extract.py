@@ -245,9 +245,12 @@ def extract_here(
     base_time_ns: int | None,
     trace_name: str,
     bar: ProgressBar | None = None,
+    get: Getters | None = None,
 ) -> None:
-    """Both passes over the activities in this process; ends with the tail queued."""
-    get = activity_getters(activities)
+    """Both passes over the activities in this process (through ``get``, by default
+    :func:`activity_getters`'s); ends with the tail queued."""
+    if get is None:
+        get = activity_getters(activities)
     first_pass(exporter, activities, get)
     end_first_pass(exporter, result, metadata, base_time_ns)
     second_pass(exporter, activities, get, bar)

@@ -56,22 +56,28 @@ __all__ = [
     "memory_estimate",
 ]
 
-#: Below this many activities per worker a fork costs more than it saves.
+#: Below this many activities per process a fork (~40 ms for a 1.5 GB training process,
+#: while reading 50k activities takes ~100 ms) costs more than it saves.
 MIN_ACTIVITIES_PER_WORKER = 50_000
-#: Default cap on workers: past it, the list build and the merge dominate.
+#: Default cap on processes: the parent forks them one after the other, so past it the
+#: forks cost more than the reading they share (see ARCHITECTURE.md, "Where the time goes").
 MAX_DEFAULT_WORKERS = 8
 
-# Peak memory of an export beyond what trace_activities() itself holds (proportional set
-# size of every process), as measured with 500k and 200k listed activities (README,
-# "Workers and memory"), rounded up:
-#: one process: buffers, queued batches, and the first pass (32 bytes an activity) ...
-_ONE_PROCESS_FIXED = 12 << 20
-_ONE_PROCESS_PER_ACTIVITY = 40
-#: ... and with workers, the copy-on-write copies of the activity objects (each object is
-#: written, its reference count, by whichever process reads it while all share it) ...
-_SHARED_COPY_PER_ACTIVITY = 160
-#: ... and each worker's own pipeline, buffers and interpreter pages.
-_PER_WORKER = 16 << 20
+# Peak memory of an export beyond what trace_activities() itself holds (the proportional
+# set size of every process, at its fullest), measured with torch profiles of 100k, 500k
+# and 2M activities (benches/bench_memory.py; docs/benchmarks.md, "Workers and memory")
+# and rounded up:
+#: one process: buffers and batches in flight ...
+_ONE_PROCESS_FIXED = 16 << 20
+#: ... and the first pass (32 bytes an activity, split between the processes that read).
+_PER_ACTIVITY = 32
+#: Each worker: its own pipeline (batches in flight, buffers), the interpreter pages it
+#: writes, and the parent's pages it keeps shared while the parent writes its own copy.
+_PER_WORKER = 12 << 20
+#: Activities whose accessors are Python code (look-alikes, not torch's): every object is
+#: written (its reference count) by whichever process reads it while all share it, so the
+#: pages holding them are copied, in all about this much per activity (~150 measured).
+_SHARED_COPY_PER_ACTIVITY = 200
 
 _LENGTH = struct.Struct("<Q")
 
@@ -82,40 +88,43 @@ def can_fork() -> bool:
 
 
 def memory_budget(activities: int, workers: int = 1) -> int:
-    """The documented peak-memory budget of an export, beyond what ``trace_activities()``
-    holds: 64 MiB plus 32 bytes an activity."""
-    return (64 << 20) + 32 * activities
+    """The documented peak-memory budget of an export (every process), beyond what
+    ``trace_activities()`` holds: 64 MiB plus 32 bytes an activity for one process, 64 MiB
+    plus 64 bytes an activity with workers."""
+    per_activity = 32 if workers <= 1 else 64
+    return (64 << 20) + per_activity * activities
 
 
-def memory_estimate(activities: int, workers: int, direct: bool = False) -> int:
-    """Peak memory (all processes) an export of ``activities`` with ``workers`` processes
-    takes beyond ``trace_activities()``, from the measured model above."""
-    estimate = _ONE_PROCESS_FIXED + _ONE_PROCESS_PER_ACTIVITY * activities
+def memory_estimate(activities: int, workers: int, direct: bool = True) -> int:
+    """Peak memory (every process) an export of ``activities`` with ``workers`` processes
+    takes beyond ``trace_activities()``, from the measured model above. ``direct``: the
+    accessors are read without writing the activities (torch's: see ``_Accessors``)."""
+    estimate = _ONE_PROCESS_FIXED + _PER_ACTIVITY * activities
     if workers > 1:
-        estimate += _SHARED_COPY_PER_ACTIVITY * activities + _PER_WORKER * (workers - 1)
+        estimate += _PER_WORKER * (workers - 1)
+        if not direct:
+            estimate += _SHARED_COPY_PER_ACTIVITY * activities
     return estimate
 
 
-def default_workers(activities: int) -> int:
-    """Workers used when the caller does not say: one per two cores available (each
-    process keeps one core reading and one formatting and compressing), at most
-    :data:`MAX_DEFAULT_WORKERS`, one per :data:`MIN_ACTIVITIES_PER_WORKER` activities,
-    and no more than keep the whole export within :func:`memory_budget`.
+def default_workers(activities: int, direct: bool = True) -> int:
+    """Processes used when the caller does not say: one per core available, at most
+    :data:`MAX_DEFAULT_WORKERS`, one per :data:`MIN_ACTIVITIES_PER_WORKER` activities, and
+    no more than keep the whole export within :func:`memory_budget`.
 
-    Workers copy the activity objects they read (copy-on-write, ~150 bytes an activity in
-    all) and each has its own pipeline (~14 MiB): far more than the budget's 32 bytes an
-    activity. So the default forks only for traces of ~100k-200k activities, where the
-    fixed part of the budget pays for it; bigger traces are exported by one process (or by
-    as many workers as the caller asks for, at that memory cost). On 2 cores it is one
-    process: measured there, a second process gains ~5% on plain ``.json`` and loses on
-    ``.json.gz`` (the compression threads lose their core).
+    One process per core: reading (torch's accessors, under the GIL) is the slow part,
+    formatting on the writer thread costs a fraction of it, so every core reads. Workers
+    read torch's activities without writing them (``direct``), so a worker costs its own
+    pipeline and nothing per activity it reads. Activities whose accessors are Python code
+    (``direct`` false) are read by one process: each worker would copy the objects it reads.
     """
-    if not can_fork():
+    if not can_fork() or not direct:
         return 1
     by_size = activities // MIN_ACTIVITIES_PER_WORKER
-    workers = max(1, min(available_cpus() // 2, MAX_DEFAULT_WORKERS, by_size))
-    budget = memory_budget(activities)
-    while workers > 1 and memory_estimate(activities, workers) > budget:
+    workers = max(1, min(available_cpus(), MAX_DEFAULT_WORKERS, by_size))
+    while workers > 1 and memory_estimate(activities, workers, direct) > memory_budget(
+        activities, workers
+    ):
         workers -= 1
     return workers
 
@@ -319,11 +328,11 @@ def export_forked(
     end_first_pass: Any,
     bar: Any = None,
     graphs: Any = None,
-) -> list[str]:
+) -> list[_Worker]:
     """Both passes with ``workers`` processes (this one included).
     ``end_first_pass(exporter)`` ends the first pass (time base, header) and returns the
-    base. Returns the worker outputs: pass them to :func:`remove_outputs` once the exporter
-    has finished."""
+    base. Returns the workers: pass them to :func:`remove_outputs` once the exporter has
+    finished (their outputs are spliced by then)."""
     n = len(activities)
     bounds = [n * i // workers for i in range(workers + 1)]
     pid_in_trace = trace_pid()  # here, not in the worker (whose pid differs)
@@ -397,24 +406,22 @@ def export_forked(
             )
             if bar is not None:
                 bar.advance(bounds[worker.index + 1] - bounds[worker.index])
-        for worker in started:
-            worker.reap()
     except BaseException:
         for worker in started:
             worker.kill()
         for worker in started:
             with contextlib.suppress(ChildProcessError):
                 worker.reap()
-        remove_outputs(outputs)
+        _close(outputs)
         raise
     finally:
         for worker in started:
             worker.close_pipes()
-            with contextlib.suppress(ChildProcessError):
-                worker.reap()
         if frozen:
             gc.unfreeze()
-    return outputs
+    # Every worker has reported and is leaving (the kernel tearing down its address space
+    # takes tens of milliseconds): remove_outputs reaps them once the export is done.
+    return started
 
 
 def _freeze_heap() -> bool:
@@ -431,9 +438,16 @@ def _freeze_heap() -> bool:
     return True
 
 
-def remove_outputs(outputs: list[Any]) -> None:
-    """Discards the worker outputs (closing an anonymous file frees it), whatever state the
-    export ended in."""
+def remove_outputs(workers: list[_Worker]) -> None:
+    """Discards the outputs of the workers :func:`export_forked` returned (closing an
+    anonymous file frees it), whatever state the export ended in, and reaps the workers."""
+    _close([worker.output for worker in workers])
+    for worker in workers:
+        with contextlib.suppress(ChildProcessError):
+            worker.reap()
+
+
+def _close(outputs: list[Any]) -> None:
     for output in outputs:
         with contextlib.suppress(OSError):
             output.close()
