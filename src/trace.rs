@@ -284,36 +284,9 @@ pub(crate) struct Batch {
     pub(crate) comms_metadata: StrColumn,
 }
 
-/// Which activities of a batch need the conditional reads, as 0/1 bytes per activity.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Selections {
-    pub(crate) correlation: Vec<u8>,
-    pub(crate) flows: Vec<u8>,
-    pub(crate) kernels: Vec<u8>,
-}
-
 impl Batch {
     pub(crate) fn len(&self) -> usize {
         self.categories.len()
-    }
-
-    /// The masks of activities that need `correlation_id`, `flow_type`/`flow_start`, and
-    /// `linked_activity`. Needs `categories`, `linked_correlation_ids` and `flow_ids`.
-    pub(crate) fn selections(&self) -> Selections {
-        let n = self.len();
-        let mut sel = Selections {
-            correlation: Vec::with_capacity(n),
-            flows: Vec::with_capacity(n),
-            kernels: Vec::with_capacity(n),
-        };
-        for i in 0..n {
-            let cat = self.categories.get(i);
-            sel.correlation
-                .push(needs_correlation_id(cat, self.linked_correlation_ids[i]).into());
-            sel.flows.push(u8::from(self.flow_ids[i] > 0));
-            sel.kernels.push(is_kernel(cat).into());
-        }
-        sel
     }
 
     /// Checks that the columns fit each other and the summary, so formatting cannot index
@@ -341,20 +314,19 @@ impl Batch {
                 )));
             }
         }
-        let sel = self.selections();
-        let count = |mask: &[u8]| mask.iter().filter(|&&b| b != 0).count();
+        // How many activities need each conditional read (the rule the reader follows:
+        // `needs_correlation_id`, a positive flow id, `is_kernel`).
+        let (mut correlation, mut flows, mut kernels) = (0, 0, 0);
+        for i in 0..n {
+            let cat = self.categories.get(i);
+            correlation += usize::from(needs_correlation_id(cat, self.linked_correlation_ids[i]));
+            flows += usize::from(self.flow_ids[i] > 0);
+            kernels += usize::from(is_kernel(cat));
+        }
         let selected = [
-            (
-                "correlation ids",
-                self.correlation_ids.len(),
-                count(&sel.correlation),
-            ),
-            ("flows", self.flows.len(), count(&sel.flows)),
-            (
-                "comms metadata",
-                self.comms_metadata.len(),
-                count(&sel.kernels),
-            ),
+            ("correlation ids", self.correlation_ids.len(), correlation),
+            ("flows", self.flows.len(), flows),
+            ("comms metadata", self.comms_metadata.len(), kernels),
         ];
         for (what, len, expected) in selected {
             if len != expected {
@@ -445,7 +417,7 @@ mod tests {
     }
 
     #[test]
-    fn selections_and_validation() {
+    fn validation_counts_the_conditional_reads() {
         let mut fp = FirstPass::new();
         for i in 0..3 {
             fp.push(0, 0, i, 1);
@@ -460,10 +432,6 @@ mod tests {
             flow_ids: vec![0, 5, 5],
             ..Batch::default()
         };
-        let sel = b.selections();
-        assert_eq!(sel.correlation, vec![1, 0, 0]);
-        assert_eq!(sel.flows, vec![0, 1, 1]);
-        assert_eq!(sel.kernels, vec![0, 1, 0]);
         assert!(b.validate(&summary).is_err());
         b.correlation_ids = vec![9];
         b.flows = vec![
@@ -475,6 +443,10 @@ mod tests {
         ];
         b.comms_metadata = [""].into_iter().collect();
         b.validate(&summary).unwrap();
+        // Only the cpu_op needs its correlation id (kernels and runtime calls are excluded).
+        b.correlation_ids = vec![9, 10];
+        assert!(b.validate(&summary).is_err());
+        b.correlation_ids = vec![9];
         b.start = 1;
         assert!(b.validate(&summary).is_err());
     }

@@ -239,7 +239,8 @@ impl Accessors {
 /// The one type of every item of `list`, or None (also for an empty list). Reads the items
 /// without taking references to them.
 #[pyfunction]
-pub(crate) fn common_type<'py>(list: &Bound<'py, PyList>) -> Option<Bound<'py, PyType>> {
+pub(crate) fn common_type<'py>(activities: &Bound<'py, PyList>) -> Option<Bound<'py, PyType>> {
+    let list = activities;
     let first = list.get_item(0).ok()?;
     let kind = first.get_type();
     let kind_ptr = kind.as_ptr().cast::<ffi::PyTypeObject>();
