@@ -8,7 +8,8 @@
   ``assert_reads``, what kinetrace may read of each activity;
 - ``traces``: reading trace files (gzip members, strict JSON, activity events);
 - ``synthetic``: ``SyntheticResult``, a lazy source of millions of activities;
-- ``measure``: peak memory and time of an export (``PeakRss``, ``memory_budget``);
+- ``measure``: peak memory and time of an export (``PeakRss``, ``ExitSnapshot``,
+  ``memory_budget``);
 - ``interrupts``: Ctrl-C in tests (latency bound, a SIGINT driver, lost-interrupt repair);
 - ``probes``: sources that report or fail at a chosen batch or activity;
 - ``aftermath``: what a failed export must leave behind (nothing: files, threads, children).
