@@ -214,6 +214,77 @@ def summarize(runs: list[list[list[Any]]]) -> dict[str, dict[str, tuple[float, f
     return out
 
 
+def reading_span(records: list[list[Any]]) -> float:
+    """Wall seconds from the first first-pass start to the last second-pass end, over every
+    process of one export: the reading, however many read."""
+    starts = [w0 for _, label, w0, _, _ in records if label == "first pass"]
+    ends = [w1 for _, label, _, w1, _ in records if label == "second pass"]
+    return max(ends) - min(starts)
+
+
+def whole(records: list[list[Any]]) -> float:
+    return next(w1 - w0 for _, label, w0, w1, _ in records if label == "whole call")
+
+
+def phase(records: list[list[Any]], label: str) -> float:
+    """The parent's wall seconds in ``label`` (0 when absent)."""
+    parent = records[-1][0]
+    return sum(w1 - w0 for pid, lab, w0, w1, _ in records if lab == label and pid == parent)
+
+
+def model(serial: float, fork: float, read: float, contention: float, n: int) -> float:
+    """Seconds of an export with ``n`` processes: the parent forks its workers one after
+    the other (``fork`` each), every process then reads an equal share of ``read`` (the
+    one-process reading), slowed by ``contention``; ``serial`` is everything outside the
+    reading (``trace_activities()``, freeing the list, the header, the file's end)."""
+    if n == 1:
+        return serial + read
+    return serial + (n - 1) * fork + read * (1 + contention) / n
+
+
+def model_reading_efficiency(fork: float, read: float, contention: float, n: int) -> float:
+    """The reading's efficiency by the same model: its span runs from the first worker's
+    start to the parent's end, ``(n - 2) * fork + read * (1 + contention) / n``."""
+    if n == 1:
+        return 1.0
+    return read / (n * ((n - 2) * fork + read * (1 + contention) / n))
+
+
+def efficiency_report(runs: dict[Any, list[list[list[Any]]]]) -> list[str]:
+    """Parallel efficiency measured (``T1 / (N * TN)``, of the whole export and of its
+    reading), and the model's extrapolation to 8 and 16 processes (each with a core for its
+    reader and the contention measured here, where readers and writers share two cores)."""
+    counts = sorted(k for k in runs if isinstance(k, int))
+    if 1 not in counts or len(counts) < 2:
+        return []
+    med = statistics.median
+    t1 = med(whole(r) for r in runs[1])
+    read1 = med(reading_span(r) for r in runs[1])
+    serial = med(whole(r) - reading_span(r) for r in runs[1])
+    lines = ["", "parallel efficiency T1 / (N * TN), medians:"]
+    contention, fork = 0.0, 0.0
+    for n in counts[1:]:
+        tn = med(whole(r) for r in runs[n])
+        readn = med(reading_span(r) for r in runs[n])
+        fork = med(phase(r, "fork") / (n - 1) for r in runs[n])
+        contention = (readn - (n - 2) * fork) * n / read1 - 1
+        lines.append(
+            f"  N={n}: whole export {t1:.3f} s -> {tn:.3f} s: {t1 / (n * tn):.0%}; "
+            f"reading {read1:.3f} s -> {readn:.3f} s: {read1 / (n * readn):.0%}"
+        )
+    lines.append(
+        f"model: T(N) = serial + (N-1) fork + read (1 + c) / N, measured serial {serial:.3f} s, "
+        f"fork {fork:.3f} s, read {read1:.3f} s, c {contention:.2f} (at N={counts[-1]}):"
+    )
+    for n in (1, 2, 4, 8, 16):
+        t = model(serial, fork, read1, contention, n)
+        e_read = model_reading_efficiency(fork, read1, contention, n)
+        lines.append(
+            f"  N={n:>2}: {t:.3f} s, whole export {t1 / (n * t):.0%}, reading {e_read:.0%}"
+        )
+    return lines
+
+
 ORDER = [
     "whole call",
     "other threads",
@@ -289,9 +360,12 @@ def main(argv: list[str] | None = None) -> int:
             f"median of {args.rounds} rounds; load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
         )
         print(format_table(title, summary))
+    print("\n".join(efficiency_report(runs)))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"activities": n, "cpus": cpus, "load": load, "runs": payload}, f)
+            json.dump(
+                {"activities": n, "cpus": cpus, "load": load, "runs": payload, "raw": runs}, f
+            )
     return 0
 
 

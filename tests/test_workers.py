@@ -177,12 +177,15 @@ def test_default_workers_stay_within_the_memory_budget(monkeypatch, cpus):
     for n in [0, 10, 99_999, 100_000, 150_000, 200_000, 300_000, 10**6, 10**7, 10**8]:
         workers = _workers.default_workers(n)
         assert 1 <= workers <= min(cpus, _workers.MAX_DEFAULT_WORKERS)
-        assert workers <= max(1, n // _workers.MIN_ACTIVITIES_PER_WORKER)
+        # Each fork must pay: it costs the parent about the time of reading
+        # FORK_COST_ACTIVITIES activities.
+        assert (workers - 1) * _workers.FORK_COST_ACTIVITIES <= n / workers
         budget = _workers.memory_budget(n, workers)
         assert _workers.memory_estimate(n, workers) <= budget, n
     # torch's activities are read without copying them: big traces get every core too.
     assert _workers.default_workers(10**7) == min(cpus, _workers.MAX_DEFAULT_WORKERS)
-    assert _workers.default_workers(150_000) == min(cpus, 3)
+    assert _workers.default_workers(300_000) == min(cpus, 4)
+    assert _workers.default_workers(40_000) == 1
 
 
 def test_activities_read_through_python_code_use_one_process(monkeypatch):
@@ -199,10 +202,11 @@ def test_the_budget_with_workers():
     assert _workers.memory_budget(10**6, 4) == (64 << 20) + 64 * 10**6
 
 
-def test_default_workers_scale_with_size():
-    assert _workers.default_workers(10) == 1
-    assert _workers.default_workers(_workers.MIN_ACTIVITIES_PER_WORKER * 2) <= 2
-    assert 1 <= _workers.default_workers(10**8) <= _workers.MAX_DEFAULT_WORKERS
+def test_default_workers_scale_with_size(monkeypatch):
+    monkeypatch.setattr(_workers, "available_cpus", lambda: 64)
+    counts = [_workers.default_workers(n) for n in (10, 45_000, 100_000, 300_000, 2 * 10**6)]
+    assert counts == [1, 2, 2, 4, 10]
+    assert _workers.default_workers(10**8) == _workers.MAX_DEFAULT_WORKERS
 
 
 def test_more_workers_than_activities(tmp_path):

@@ -158,11 +158,14 @@ def export_chrome_trace(
             :data:`DEFAULT_COMPRESSLEVEL`).
         threads: compression threads for ``.gz`` paths (default: the cores available).
         workers: processes that read activities in parallel (POSIX only; each reads and
-            formats a contiguous slice; the trace text is byte-identical). Default: one per
-            two cores available, at most 8, and one per 50,000 activities, so small traces
-            and 2-core machines use one process. 1 disables forking. Each extra process
-            costs about 180 bytes per activity of copy-on-write memory. Where ``os.fork``
-            is missing, an explicit value above 1 warns and one process is used.
+            formats a contiguous slice; the trace text is byte-identical). Default for
+            torch's activities: ``sqrt(activities / 20,000)`` rounded (one below ~45k
+            activities, two from there, four at 300k), at most one per core and 16, within
+            64 MiB + 64 bytes an activity for the whole export (see
+            ``kinetrace._workers.default_workers``); one process for look-alike activities
+            whose accessors are Python code. 1 disables forking. A worker reads torch's
+            activities without copying them and costs ~6-9 MiB. Where ``os.fork`` is
+            missing, an explicit value above 1 warns and one process is used.
         progress: show a progress bar (events done, total, MB/s, ETA) on stderr; needs
             ``tqdm`` (``pip install kinetrace[progress]``).
         background: return at once (in milliseconds, whatever the trace size) and let a

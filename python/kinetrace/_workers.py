@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import pickle
 import select
@@ -48,7 +49,7 @@ from kinetrace._env import available_cpus
 from kinetrace._extract import Getters, first_pass, second_pass, trace_pid
 
 __all__ = [
-    "MIN_ACTIVITIES_PER_WORKER",
+    "FORK_COST_ACTIVITIES",
     "can_fork",
     "default_workers",
     "export_forked",
@@ -56,12 +57,13 @@ __all__ = [
     "memory_estimate",
 ]
 
-#: Below this many activities per process a fork (~40 ms for a 1.5 GB training process,
-#: while reading 50k activities takes ~100 ms) costs more than it saves.
-MIN_ACTIVITIES_PER_WORKER = 50_000
-#: Default cap on processes: the parent forks them one after the other, so past it the
-#: forks cost more than the reading they share (see ARCHITECTURE.md, "Where the time goes").
-MAX_DEFAULT_WORKERS = 8
+#: A fork costs the parent about the time it takes to read this many activities (~45 ms
+#: for a 1.5 GB training process, reading ~2.4 us an activity; ARCHITECTURE.md, "Where the
+#: time goes"). The parent forks its workers one after the other, so N processes take about
+#: ``(N - 1) * fork + read / N``: fastest at ``N = sqrt(activities / FORK_COST_ACTIVITIES)``.
+FORK_COST_ACTIVITIES = 20_000
+#: Default cap on processes.
+MAX_DEFAULT_WORKERS = 16
 
 # Peak memory of an export beyond what trace_activities() itself holds (the proportional
 # set size of every process, at its fullest), measured with torch profiles of 100k, 500k
@@ -108,20 +110,22 @@ def memory_estimate(activities: int, workers: int, direct: bool = True) -> int:
 
 
 def default_workers(activities: int, direct: bool = True) -> int:
-    """Processes used when the caller does not say: one per core available, at most
-    :data:`MAX_DEFAULT_WORKERS`, one per :data:`MIN_ACTIVITIES_PER_WORKER` activities, and
-    no more than keep the whole export within :func:`memory_budget`.
+    """Processes used when the caller does not say: as many as make the export fastest by
+    the model above (``sqrt(activities / FORK_COST_ACTIVITIES)``, rounded: one below ~45k
+    activities, two from there, four at 300k, ten at 2M), at most one per core available
+    and :data:`MAX_DEFAULT_WORKERS`, and no more than keep the whole export within
+    :func:`memory_budget`.
 
-    One process per core: reading (torch's accessors, under the GIL) is the slow part,
-    formatting on the writer thread costs a fraction of it, so every core reads. Workers
-    read torch's activities without writing them (``direct``), so a worker costs its own
-    pipeline and nothing per activity it reads. Activities whose accessors are Python code
-    (``direct`` false) are read by one process: each worker would copy the objects it reads.
+    Up to one process per core: reading (torch's accessors, under the GIL) is the slow
+    part, formatting on the writer thread costs a fraction of it. Workers read torch's
+    activities without writing them (``direct``), so a worker costs its own pipeline and
+    nothing per activity it reads. Activities whose accessors are Python code (``direct``
+    false) are read by one process: each worker would copy the objects it reads.
     """
     if not can_fork() or not direct:
         return 1
-    by_size = activities // MIN_ACTIVITIES_PER_WORKER
-    workers = max(1, min(available_cpus(), MAX_DEFAULT_WORKERS, by_size))
+    fastest = round(math.sqrt(activities / FORK_COST_ACTIVITIES))
+    workers = max(1, min(available_cpus(), MAX_DEFAULT_WORKERS, fastest))
     while workers > 1 and memory_estimate(activities, workers, direct) > memory_budget(
         activities, workers
     ):
@@ -328,11 +332,11 @@ def export_forked(
     end_first_pass: Any,
     bar: Any = None,
     graphs: Any = None,
-) -> list[_Worker]:
+) -> list[Any]:
     """Both passes with ``workers`` processes (this one included).
     ``end_first_pass(exporter)`` ends the first pass (time base, header) and returns the
-    base. Returns the workers: pass them to :func:`remove_outputs` once the exporter has
-    finished (their outputs are spliced by then)."""
+    base. Returns the worker outputs: pass them to :func:`remove_outputs` once the exporter
+    has finished. Returns once every worker is gone."""
     n = len(activities)
     bounds = [n * i // workers for i in range(workers + 1)]
     pid_in_trace = trace_pid()  # here, not in the worker (whose pid differs)
@@ -406,22 +410,27 @@ def export_forked(
             )
             if bar is not None:
                 bar.advance(bounds[worker.index + 1] - bounds[worker.index])
+        # Wait until every worker is gone (the writer splices their outputs meanwhile):
+        # the caller frees the activity objects next, and freeing writes to their pages, so
+        # a worker still alive would leave the parent copying them (~250 B an activity).
+        for worker in started:
+            worker.reap()
     except BaseException:
         for worker in started:
             worker.kill()
         for worker in started:
             with contextlib.suppress(ChildProcessError):
                 worker.reap()
-        _close(outputs)
+        remove_outputs(outputs)
         raise
     finally:
         for worker in started:
             worker.close_pipes()
+            with contextlib.suppress(ChildProcessError):
+                worker.reap()
         if frozen:
             gc.unfreeze()
-    # Every worker has reported and is leaving (the kernel tearing down its address space
-    # takes tens of milliseconds): remove_outputs reaps them once the export is done.
-    return started
+    return outputs
 
 
 def _freeze_heap() -> bool:
@@ -438,16 +447,9 @@ def _freeze_heap() -> bool:
     return True
 
 
-def remove_outputs(workers: list[_Worker]) -> None:
-    """Discards the outputs of the workers :func:`export_forked` returned (closing an
-    anonymous file frees it), whatever state the export ended in, and reaps the workers."""
-    _close([worker.output for worker in workers])
-    for worker in workers:
-        with contextlib.suppress(ChildProcessError):
-            worker.reap()
-
-
-def _close(outputs: list[Any]) -> None:
+def remove_outputs(outputs: list[Any]) -> None:
+    """Discards the worker outputs (closing an anonymous file frees it), whatever state the
+    export ended in."""
     for output in outputs:
         with contextlib.suppress(OSError):
             output.close()

@@ -7,24 +7,20 @@
 //! activity and only where the format needs its value (the rule of `trace::Batch`), and
 //! builds no Python object but the values the accessors return.
 //!
-//! torch's accessors are pybind11 functions (C functions of `self` and the arguments).
-//! Those are called directly, the activity passed without taking a reference to it (in an
-//! argument array, or for pybind11 2's varargs functions a reused one-item tuple whose item
-//! is set in place): calling never writes the activity object (its reference count), so
-//! processes forked after `trace_activities()` read their slices without copying the pages
-//! the activities live on (copy-on-write), and the parent reading its own slice copies
-//! nothing either. The list keeps the activities alive meanwhile: it is the export's own
+//! torch's accessors are pybind11 functions (`METH_FASTCALL` C functions of `self` and an
+//! argument array, in every torch with `trace_activities()`). Those are called directly,
+//! the activity passed in the array without taking a reference to it: calling never writes
+//! the activity object (its reference count), so processes forked after
+//! `trace_activities()` read their slices without copying the pages the activities live on
+//! (copy-on-write), and the parent reading its own slice copies nothing either. The list keeps the activities alive meanwhile: it is the export's own
 //! (from `trace_activities()`), and the accessors run no Python code. Any other callable
 //! (Python look-alikes, `operator.methodcaller` for lists of mixed types) is called the
 //! ordinary way, with a reference held for the call.
 
-use std::ptr::NonNull;
-use std::sync::OnceLock;
-
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple, PyType};
+use pyo3::types::{PyList, PyType};
 
 use super::{push_str, type_name};
 use crate::error::Error;
@@ -85,48 +81,17 @@ const SIGNAL_CHECK_ROWS: usize = 256;
 /// A record function's name whose metadata a kernel linked to it carries (comms kernels).
 const PARAM_COMMS_NAME: &[u8] = b"record_param_comms";
 
-/// Where a tuple's first item lives (`PyTupleObject.ob_item[0]`, right after the
-/// variable-size object header), if this interpreter lays tuples out that way: checked once
-/// on a real tuple, and without it every accessor is called the ordinary way.
-fn tuple_item_offset(py: Python<'_>) -> Option<usize> {
-    static OFFSET: OnceLock<Option<usize>> = OnceLock::new();
-    *OFFSET.get_or_init(|| {
-        let offset = std::mem::size_of::<ffi::PyVarObject>();
-        let probe = py.None();
-        let tuple = PyTuple::new(py, [&probe]).ok()?;
-        // SAFETY: the tuple has one item, so it is at least `offset + 8` bytes long on
-        // every CPython; only read, compared with the item put there.
-        let first = unsafe {
-            tuple
-                .as_ptr()
-                .cast::<u8>()
-                .add(offset)
-                .cast::<*mut ffi::PyObject>()
-                .read()
-        };
-        (first == probe.as_ptr()).then_some(offset)
-    })
-}
-
-/// A C function and how it takes its arguments.
-#[derive(Clone, Copy)]
-enum CFunction {
-    /// `METH_FASTCALL | METH_KEYWORDS` (pybind11 3): an array of arguments.
-    Fast(ffi::PyCFunctionFastWithKeywords),
-    /// `METH_VARARGS | METH_KEYWORDS` (pybind11 2): an argument tuple.
-    Varargs(ffi::PyCFunctionWithKeywords),
-}
-
 /// One accessor.
 enum Getter {
-    /// A C function (pybind11's): called directly.
+    /// A `METH_FASTCALL | METH_KEYWORDS` C function (pybind11 3's, torch >= 2.13):
+    /// called directly with an argument array.
     Direct {
-        function: CFunction,
+        function: ffi::PyCFunctionFastWithKeywords,
         /// Its `self` (pybind11's function record); kept alive by `owner`.
         slf: usize,
         owner: Py<PyAny>,
     },
-    /// Anything else: called with a reference to the activity held.
+    /// Anything else: called the ordinary way, with a reference to the activity held.
     Call(Py<PyAny>),
 }
 
@@ -136,24 +101,14 @@ impl Getter {
         // SAFETY: type checks and getters of a live object; the function pointer is cast
         // to the signature its flags declare, as CPython itself calls it.
         unsafe {
-            if ffi::PyCFunction_Check(ptr) != 0 {
-                let flags = ffi::PyCFunction_GetFlags(ptr);
-                let function = ffi::PyCFunction_GetFunction(ptr).and_then(|meth| {
-                    if flags == ffi::METH_FASTCALL | ffi::METH_KEYWORDS {
-                        Some(CFunction::Fast(std::mem::transmute::<
-                            ffi::PyCFunction,
-                            ffi::PyCFunctionFastWithKeywords,
-                        >(meth)))
-                    } else if flags == ffi::METH_VARARGS | ffi::METH_KEYWORDS {
-                        Some(CFunction::Varargs(std::mem::transmute::<
-                            ffi::PyCFunction,
-                            ffi::PyCFunctionWithKeywords,
-                        >(meth)))
-                    } else {
-                        None
-                    }
-                });
-                if let Some(function) = function {
+            if ffi::PyCFunction_Check(ptr) != 0
+                && ffi::PyCFunction_GetFlags(ptr) == ffi::METH_FASTCALL | ffi::METH_KEYWORDS
+            {
+                if let Some(meth) = ffi::PyCFunction_GetFunction(ptr) {
+                    let function = std::mem::transmute::<
+                        ffi::PyCFunction,
+                        ffi::PyCFunctionFastWithKeywords,
+                    >(meth);
                     let slf = ffi::PyCFunction_GetSelf(ptr) as usize;
                     return Getter::Direct {
                         function,
@@ -164,22 +119,6 @@ impl Getter {
             }
         }
         Getter::Call(callable.unbind())
-    }
-
-    /// Whether it is called directly (in `py`, where a varargs function needs the tuple
-    /// layout checked).
-    fn is_direct(&self, py: Python<'_>) -> bool {
-        match self {
-            Getter::Direct {
-                function: CFunction::Fast(_),
-                ..
-            } => true,
-            Getter::Direct {
-                function: CFunction::Varargs(_),
-                ..
-            } => tuple_item_offset(py).is_some(),
-            Getter::Call(_) => false,
-        }
     }
 }
 
@@ -201,11 +140,7 @@ impl Accessors {
     /// `getters`: the thirteen accessors in the order of `FIELDS`, each called with the
     /// activity as its one argument; `kind`: the one type of every activity, or None.
     #[new]
-    fn new(
-        py: Python<'_>,
-        kind: Option<Bound<'_, PyType>>,
-        getters: Vec<Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
+    fn new(kind: Option<Bound<'_, PyType>>, getters: Vec<Bound<'_, PyAny>>) -> PyResult<Self> {
         if getters.len() != FIELDS.len() {
             return Err(Error::InvalidArgument(format!(
                 "{} accessors given, {} needed",
@@ -215,7 +150,7 @@ impl Accessors {
             .into());
         }
         let getters: Vec<Getter> = getters.into_iter().map(Getter::new).collect();
-        let direct = kind.is_some() && getters.iter().all(|g| g.is_direct(py));
+        let direct = kind.is_some() && getters.iter().all(|g| matches!(g, Getter::Direct { .. }));
         Ok(Accessors {
             getters,
             direct,
@@ -254,75 +189,25 @@ pub(crate) fn common_type<'py>(activities: &Bound<'py, PyList>) -> Option<Bound<
     Some(kind)
 }
 
-/// The reusable one-item argument tuple of direct calls of varargs functions, made when
-/// one is first needed.
-struct ArgTuple {
-    tuple: Option<NonNull<ffi::PyObject>>,
-}
-
-impl ArgTuple {
-    /// `function(slf, item)` without a reference to `item`.
-    ///
-    /// # Safety
-    /// `item` must stay alive for the call (the caller's list holds it), and `function`
-    /// and `slf` must come from one C function (see `Getter::new`).
-    unsafe fn call<'py>(
-        &mut self,
-        py: Python<'py>,
-        function: CFunction,
-        slf: usize,
-        item: *mut ffi::PyObject,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let slf = slf as *mut ffi::PyObject;
-        let result = match function {
-            CFunction::Fast(f) => {
-                let args = [item];
-                f(slf, args.as_ptr(), 1, std::ptr::null_mut())
-            }
-            CFunction::Varargs(f) => {
-                let offset = tuple_item_offset(py).expect("checked by Accessors::new");
-                let tuple = match self.tuple {
-                    Some(t) => t,
-                    None => {
-                        // A new tuple with its item unset (NULL), which a tuple may have
-                        // until it is handed to Python: only here, with the item set.
-                        let t =
-                            NonNull::new(ffi::PyTuple_New(1)).ok_or_else(|| PyErr::fetch(py))?;
-                        self.tuple = Some(t);
-                        t
-                    }
-                };
-                let slot = tuple
-                    .as_ptr()
-                    .cast::<u8>()
-                    .add(offset)
-                    .cast::<*mut ffi::PyObject>();
-                slot.write(item);
-                let result = f(slf, tuple.as_ptr(), std::ptr::null_mut());
-                if ffi::Py_REFCNT(tuple.as_ptr()) != 1 {
-                    // The callee kept the tuple: from now on it owns a reference to its
-                    // item like any tuple, and the next call makes a new one.
-                    ffi::Py_INCREF(item);
-                    ffi::Py_DECREF(tuple.as_ptr());
-                    self.tuple = None;
-                } else {
-                    slot.write(std::ptr::null_mut());
-                }
-                result
-            }
-        };
-        Bound::from_owned_ptr_or_err(py, result)
-    }
-}
-
-impl Drop for ArgTuple {
-    fn drop(&mut self) {
-        if let Some(tuple) = self.tuple {
-            // SAFETY: the item is unset (NULL) between calls, so the tuple frees only
-            // itself; a reader exists only while the GIL is held.
-            unsafe { ffi::Py_DECREF(tuple.as_ptr()) }
-        }
-    }
+/// `function(slf, [item])` without a reference to `item`.
+///
+/// # Safety
+/// `item` must stay alive for the call (the caller's list holds it), and `function` and
+/// `slf` must come from one C function (see `Getter::new`).
+unsafe fn call_direct<'py>(
+    py: Python<'py>,
+    function: ffi::PyCFunctionFastWithKeywords,
+    slf: usize,
+    item: *mut ffi::PyObject,
+) -> PyResult<Bound<'py, PyAny>> {
+    let args = [item];
+    let result = function(
+        slf as *mut ffi::PyObject,
+        args.as_ptr(),
+        1,
+        std::ptr::null_mut(),
+    );
+    Bound::from_owned_ptr_or_err(py, result)
 }
 
 /// Reads the accessors of the activities of one list, row by row.
@@ -330,7 +215,6 @@ struct Reader<'a, 'py> {
     py: Python<'py>,
     acc: &'a Accessors,
     list: &'a Bound<'py, PyList>,
-    args: Option<ArgTuple>,
 }
 
 /// One activity while its fields are read: borrowed from the list (direct calls) or held.
@@ -354,20 +238,14 @@ impl<'a, 'py> Reader<'a, 'py> {
             ))
             .into());
         }
-        let args = acc.direct.then_some(ArgTuple { tuple: None });
-        Ok(Reader {
-            py,
-            acc,
-            list,
-            args,
-        })
+        Ok(Reader { py, acc, list })
     }
 
     fn row(&self, i: usize) -> PyResult<Row<'py>> {
         if i % SIGNAL_CHECK_ROWS == 0 {
             self.py.check_signals()?;
         }
-        if self.args.is_some() {
+        if self.acc.direct {
             // SAFETY: `i` was checked against the list's length, which nothing changes
             // while the GIL is held and only C accessors run.
             let item = unsafe { ffi::PyList_GetItem(self.list.as_ptr(), i as ffi::Py_ssize_t) };
@@ -382,17 +260,15 @@ impl<'a, 'py> Reader<'a, 'py> {
 
     /// The value of accessor `field` for `row`.
     fn get(&mut self, row: &Row<'py>, field: usize) -> PyResult<Bound<'py, PyAny>> {
-        match (row, &self.acc.getters[field], self.args.as_mut()) {
-            (Row::Borrowed(item), Getter::Direct { function, slf, .. }, Some(args)) => {
+        match (row, &self.acc.getters[field]) {
+            (Row::Borrowed(item), Getter::Direct { function, slf, .. }) => {
                 // SAFETY: the list holds `item` (see `row`); `function` and `slf` are one
                 // C function's (see `Getter::new`).
-                unsafe { args.call(self.py, *function, *slf, *item) }
+                unsafe { call_direct(self.py, *function, *slf, *item) }
             }
-            (Row::Held(item), getter, _) => match getter {
-                Getter::Call(f) => f.bind(self.py).call1((item,)),
-                Getter::Direct { owner, .. } => owner.bind(self.py).call1((item,)),
-            },
-            (Row::Borrowed(_), _, _) => {
+            (Row::Held(item), Getter::Call(f)) => f.bind(self.py).call1((item,)),
+            (Row::Held(item), Getter::Direct { owner, .. }) => owner.bind(self.py).call1((item,)),
+            (Row::Borrowed(_), Getter::Call(_)) => {
                 unreachable!("rows are borrowed only when every accessor is direct")
             }
         }
@@ -422,7 +298,7 @@ impl<'a, 'py> Reader<'a, 'py> {
             .is_some_and(|k| linked.get_type().is(k.bind(self.py)));
         let metadata = if same_kind {
             // `linked` is a reference of ours, alive for both calls.
-            let held = if self.args.is_some() {
+            let held = if self.acc.direct {
                 Row::Borrowed(linked.as_ptr())
             } else {
                 Row::Held(linked.clone())
