@@ -6,6 +6,7 @@ fidelity test goes through.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -207,6 +208,33 @@ def test_default_workers_scale_with_size(monkeypatch):
     counts = [_workers.default_workers(n) for n in (10, 45_000, 100_000, 300_000, 2 * 10**6)]
     assert counts == [1, 2, 2, 4, 10]
     assert _workers.default_workers(10**8) == _workers.MAX_DEFAULT_WORKERS
+
+
+def test_slices_cover_the_activities():
+    """Each worker reads FORK_COST_ACTIVITIES fewer than the parent (it takes about a fork's
+    time to leave); small traces are cut equally."""
+    d = _workers.FORK_COST_ACTIVITIES
+    for n in [0, 1, 3, 50, 10 * d, 300_000, 2 * 10**6]:
+        for workers in [1, 2, 3, 8, 16]:
+            bounds = _workers.slice_bounds(n, workers)
+            assert len(bounds) == workers + 1 and bounds[0] == 0 and bounds[-1] == n
+            assert all(a <= b for a, b in itertools.pairwise(bounds))
+    assert _workers.slice_bounds(300_000, 2) == [0, 150_000 + d // 2, 300_000]
+    bounds = _workers.slice_bounds(10**6, 4)
+    sizes = [b - a for a, b in itertools.pairwise(bounds)]
+    assert sizes[0] == sizes[1] + d and len(set(sizes[1:])) == 1
+    assert _workers.slice_bounds(4, 4) == [0, 1, 2, 3, 4]
+
+
+def test_unequal_slices_write_the_same_bytes(tmp_path, monkeypatch):
+    monkeypatch.setattr(_workers, "FORK_COST_ACTIVITIES", 7)
+    bounds = _workers.slice_bounds(100, 3)
+    assert bounds[1] - bounds[0] > bounds[2] - bounds[1] == bounds[3] - bounds[2]
+    result = FakeResult(_activities(100))
+    kinetrace.export_chrome_trace(result, tmp_path / "t.json", workers=1, base_time_ns=0)
+    one = (tmp_path / "t.json").read_bytes()
+    kinetrace.export_chrome_trace(result, tmp_path / "t.json", workers=3, base_time_ns=0)
+    assert (tmp_path / "t.json").read_bytes() == one
 
 
 def test_more_workers_than_activities(tmp_path):

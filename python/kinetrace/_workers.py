@@ -133,6 +133,26 @@ def default_workers(activities: int, direct: bool = True) -> int:
     return workers
 
 
+def slice_bounds(activities: int, workers: int) -> list[int]:
+    """Where the slices of ``workers`` processes begin and end (slice 0 is the parent's),
+    sized so that all finish together: the second passes start together (after the base-time
+    exchange), and a worker that is done still takes about a fork's time to leave, which the
+    parent waits for before it frees the activities. So each worker reads
+    :data:`FORK_COST_ACTIVITIES` fewer activities than the parent; where that would leave a
+    worker fewer than that many, the slices are equal."""
+    d = FORK_COST_ACTIVITIES
+    worker = (activities - d) // workers
+    if workers == 1 or worker < d:
+        sizes = [activities // workers] * workers
+    else:
+        sizes = [worker + d] + [worker] * (workers - 1)
+    sizes[0] += activities - sum(sizes)
+    bounds = [0]
+    for size in sizes:
+        bounds.append(bounds[-1] + size)
+    return bounds
+
+
 class WorkerError(RuntimeError):
     """A forked process of an export (a ``workers=`` worker, or the ``background=True``
     child) died, or failed without an exception that could be carried back to the caller.
@@ -338,7 +358,7 @@ def export_forked(
     base. Returns the worker outputs: pass them to :func:`remove_outputs` once the exporter
     has finished. Returns once every worker is gone."""
     n = len(activities)
-    bounds = [n * i // workers for i in range(workers + 1)]
+    bounds = slice_bounds(n, workers)
     pid_in_trace = trace_pid()  # here, not in the worker (whose pid differs)
     directory = os.path.dirname(os.path.abspath(output_path))
     name = os.path.basename(output_path)
