@@ -75,13 +75,13 @@ use std::sync::{Condvar, Mutex};
 use crate::error::{panic_message, Error, Result};
 use crate::events::{read_trace_with, Event, ReadOptions, Visitor, SLOT_ID, SLOT_PID, SLOT_TS};
 use crate::interrupt::POLL;
-use crate::lexer::{Input, Kind, Stop, BUF_SIZE};
+use crate::lexer::{Input, Stop, BUF_SIZE};
 use crate::members::Source;
 use crate::render::{push_int, push_json_string, push_json_string_body};
 use crate::scan::Scanner;
 use crate::sink::{Encoding, Sink};
 use crate::split::{
-    finish_parts, keep_text, stem, ts_ns, Binder, FilterSpec, Histogram, OpenFlows, Plan, Present,
+    finish_parts, keep_text, stem, Binder, FilterSpec, Histogram, OpenFlows, Plan, Present,
     SinkWrite, Temps, TraceWriter, MAX_CELLS, MAX_KEPT_TEXT, MAX_PARTS, PART_BUFFER,
 };
 
@@ -635,6 +635,12 @@ impl<M> Ctl<'_, M> {
     }
 }
 
+/// A top-level member of a source: its key and its text (`"key": value`).
+type Member = (Box<[u8]>, Box<[u8]>);
+
+/// The work of a reader on one source (see [`run_sources`]).
+type Work<'a, M, D> = dyn Fn(usize, &Ctl<'_, Msg<M, D>>) -> Result<D> + Sync + 'a;
+
 /// What a reader sends: a message of its work, or the end of a source.
 enum Msg<M, D> {
     Part(M),
@@ -649,7 +655,7 @@ fn run_sources<M: Send, D: Send>(
     n: usize,
     readers: usize,
     queue_cap: usize,
-    work: &(dyn Fn(usize, &Ctl<'_, Msg<M, D>>) -> Result<D> + Sync),
+    work: &Work<'_, M, D>,
     on_msg: &mut dyn FnMut(Msg<M, D>) -> Result<()>,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<()> {
@@ -911,7 +917,7 @@ struct Block {
 /// What a reader reports when its source is read.
 #[derive(Default)]
 struct SourceDone {
-    header: Vec<(Box<[u8]>, Box<[u8]>)>,
+    header: Vec<Member>,
     processes: Vec<Process>,
     /// Per process, the outputs it has events in.
     present: Vec<Vec<bool>>,
@@ -931,7 +937,7 @@ struct Rewriting<'c, 'q> {
     ctx: &'c SourceCtx<'c>,
     out: Sink2<'c, 'q>,
     processes: Processes,
-    header: Vec<(Box<[u8]>, Box<[u8]>)>,
+    header: Vec<Member>,
     header_bytes: usize,
     text: Vec<u8>,
     binder: Binder,
@@ -1339,7 +1345,7 @@ pub(crate) fn rank_in_name(name: &str) -> Option<i64> {
 }
 
 /// The rank in a source's `distributedInfo`, if it is an integer.
-fn distributed_rank(header: &[(Box<[u8]>, Box<[u8]>)]) -> Option<i64> {
+fn distributed_rank(header: &[Member]) -> Option<i64> {
     let raw = header
         .iter()
         .find(|(k, _)| &**k == b"distributedInfo")?
@@ -1350,7 +1356,7 @@ fn distributed_rank(header: &[(Box<[u8]>, Box<[u8]>)]) -> Option<i64> {
 }
 
 /// A string member's body as written (escapes kept), e.g. `host_name`.
-fn header_string<'a>(header: &'a [(Box<[u8]>, Box<[u8]>)], key: &[u8]) -> Option<&'a [u8]> {
+fn header_string<'a>(header: &'a [Member], key: &[u8]) -> Option<&'a [u8]> {
     let raw = header.iter().find(|(k, _)| &**k == key)?.1.as_ref();
     string_body(member_value(raw)?)
 }
@@ -1468,7 +1474,7 @@ fn rank_sources(
 
 /// An output being written by the calling thread.
 enum OutFile {
-    Single(SinkWrite),
+    Single(Box<SinkWrite>),
     Part(BufWriter<File>),
 }
 
@@ -1690,7 +1696,7 @@ pub(crate) fn merge(
                 Some((level, threads)) => Encoding::Gzip { level, threads },
                 None => Encoding::Plain,
             };
-            let mut w = TraceWriter::new(OutFile::Single(SinkWrite(Sink::create(dst, encoding)?)));
+            let mut w = TraceWriter::new(OutFile::Single(Box::new(SinkWrite(Sink::create(dst, encoding)?))));
             w.member(b"\"schemaVersion\": 1")
                 .map_err(|e| werr(dst, e))?;
             w.open_events().map_err(|e| werr(dst, e))?;

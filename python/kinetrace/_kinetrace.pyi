@@ -16,6 +16,7 @@ __all__ = [
     "check_trace",
     "filter_trace",
     "format_microseconds",
+    "merge_traces",
     "recompress",
     "split_trace",
     "trimonth_base_ns",
@@ -54,6 +55,20 @@ def filter_trace(
     pids: list[str],
     gzip: tuple[int, int] | None,
     trace_name: str | None = None,
+) -> dict[str, Any]: ...
+def merge_traces(
+    sources: list[str | PathLike[str]],
+    dst: str | PathLike[str],
+    labels: list[str | None],
+    align_step: bool,
+    include_cats: list[str],
+    exclude_cats: list[str],
+    min_dur_us: float | None,
+    window_us: tuple[float, float] | None,
+    pids: list[str],
+    max_bytes: int | None,
+    gzip: tuple[int, int] | None,
+    threads: int,
 ) -> dict[str, Any]: ...
 
 @final
