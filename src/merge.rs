@@ -21,9 +21,10 @@
 //!   orders the processes rank by rank, CPU processes first, then devices, then the rest.
 //!
 //! The top-level keys of every source are kept, unchanged, in the `kinetrace_merge` key
-//! (one record per rank, with the source, its rank, base, offsets and pid map); the merged
-//! trace has `schemaVersion`, `traceEvents`, `baseTimeNanoseconds` (when any source has one),
-//! `displayTimeUnit` (when all sources that have one agree) and `kinetrace_merge`.
+//! (one record per rank: the source and its position, its rank, base, offsets and pid map);
+//! the merged trace has `schemaVersion`, `traceEvents`, `baseTimeNanoseconds` (when every
+//! source has one; else `ts` are absolute), `displayTimeUnit` (when all sources that have
+//! one agree) and `kinetrace_merge`.
 //!
 //! *Rank*: a source's `distributedInfo.rank`, else a number in its file name (`rank-3`,
 //! `rank_3`, `rank3`), else its 0-based position; a label given by the caller replaces it.
@@ -1958,6 +1959,8 @@ pub(crate) fn merge(
         }
         record.extend_from_slice(b"\n{\"label\": ");
         push_json_string(&mut record, r.label.as_bytes());
+        record.extend_from_slice(b", \"index\": ");
+        push_int(&mut record, r.index);
         record.extend_from_slice(b", \"rank\": ");
         push_opt_int(&mut record, r.rank.map(i128::from));
         record.extend_from_slice(b", \"rank_from\": ");

@@ -9,6 +9,7 @@ Subcommands:
     compress  rewrite a trace as one single-member gzip with the parallel encoder.
     split     cut a trace into parts by time window, each at most N MB of JSON.
     filter    keep only the events of some categories, processes, durations or window.
+    merge     many ranks' traces on one timeline.
 
 Adding a subcommand: write ``_add_<name>(subparsers)``, which adds its parser and sets
 ``func`` (a ``cmd_<name>(args) -> int``) with ``set_defaults``, and append it to
@@ -205,6 +206,12 @@ def _add_filter(subparsers: Any) -> None:
     add_filter_parser(subparsers)
 
 
+def _add_merge(subparsers: Any) -> None:
+    from kinetrace._merge import add_merge_parser
+
+    add_merge_parser(subparsers)
+
+
 #: Functions that each add one subcommand to the parser (see the module docstring).
 SUBCOMMANDS: list[Callable[[Any], None]] = [
     _add_demo,
@@ -213,6 +220,7 @@ SUBCOMMANDS: list[Callable[[Any], None]] = [
     _add_compress,
     _add_split,
     _add_filter,
+    _add_merge,
 ]
 
 
