@@ -35,7 +35,10 @@ def _main(argv: list[str] | None = None) -> int:
     exp.add_argument("--pid", type=int, default=None, help="the activities' process id")
     exp.add_argument("--base-time-ns", type=int, default=None)
     exp.add_argument(
-        "--rank", type=int, default=None, help="write distributedInfo for this rank (a rank's trace)"
+        "--rank",
+        type=int,
+        default=None,
+        help="write distributedInfo for this rank (a rank's trace)",
     )
     exp.add_argument("--world-size", type=int, default=None, help="with --rank (default rank + 1)")
     exp.add_argument("--compresslevel", type=int, default=None)

@@ -45,7 +45,9 @@ def _rank(path: Path, rank: int | None, *, n: int = 1500, base: int = BASE, seed
 
 def _events_by_name(trace: dict[str, Any], pid: int) -> Counter[tuple[str, str]]:
     return Counter(
-        (e["name"], str(e["ts"])) for e in trace["traceEvents"] if e["pid"] == pid and e["ph"] == "X"
+        (e["name"], str(e["ts"]))
+        for e in trace["traceEvents"]
+        if e["pid"] == pid and e["ph"] == "X"
     )
 
 
@@ -85,9 +87,7 @@ def test_ranks_with_colliding_pids_flow_ids_and_different_bases(tmp_path: Path) 
     for rank in record:
         assert rank["header"]["distributedInfo"]["rank"] == int(rank["label"].split()[1])
         assert "baseTimeNanoseconds" in rank["header"]
-    assert result.events_read == sum(
-        len(json.loads(_json(p))["traceEvents"]) for p in sources
-    )
+    assert result.events_read == sum(len(json.loads(_json(p))["traceEvents"]) for p in sources)
     assert result.outputs[0].path == str(dst) and result.warnings == ()
 
 
@@ -177,7 +177,11 @@ def test_align_step(tmp_path: Path) -> None:
     plain = kinetrace.merge_traces([a, b], dst)
     assert plain.aligned_step is None
     check_merge(dst, [a, b])
-    steps = [e["ts"] for e in json.loads(dst.read_text())["traceEvents"] if e["name"] == "ProfilerStep#1" and e["cat"] == "user_annotation"]
+    steps = [
+        e["ts"]
+        for e in json.loads(dst.read_text())["traceEvents"]
+        if e["name"] == "ProfilerStep#1" and e["cat"] == "user_annotation"
+    ]
     assert steps == [5000.25, 4000.25]
     result = kinetrace.merge_traces([a, b], dst, align="step")
     assert result.aligned_step == 1
@@ -220,7 +224,11 @@ def test_filter_and_parts_during_the_merge(tmp_path: Path) -> None:
     # Events without a category pass a category filter (as with kinetrace filter).
     assert all("cat" not in e for e in kept if e not in kernels)
     names = sorted(e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name")
-    assert [n for n in names if "GPU" in n] == ["rank 0 · GPU 0", "rank 1 · GPU 0", "rank 2 · GPU 0"]
+    assert [n for n in names if "GPU" in n] == [
+        "rank 0 · GPU 0",
+        "rank 1 · GPU 0",
+        "rank 2 · GPU 0",
+    ]
     assert not [n for n in names if "pid" in n and '""' not in n]  # no CPU process left
     assert result.flow_events_cut == want  # each kernel's ac2g finish lost its start
     assert kinetrace.check_trace(dst).valid
@@ -291,7 +299,19 @@ def test_cli(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "rank 0 (distributedInfo)" in run.stdout and "rank 1 (distributedInfo)" in run.stdout
     check_merge(tmp_path / "m.json", [a, b])
-    run = _cli(a, b, "-o", "k.json.gz", "--include-cat", "kernel", "--label", "x", "--label", "y", cwd=tmp_path)
+    run = _cli(
+        a,
+        b,
+        "-o",
+        "k.json.gz",
+        "--include-cat",
+        "kernel",
+        "--label",
+        "x",
+        "--label",
+        "y",
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr
     kernels = json.loads(gzip.decompress((tmp_path / "k.json.gz").read_bytes()))
     names = {e["args"]["name"] for e in kernels["traceEvents"] if e["name"] == "process_name"}
@@ -336,7 +356,9 @@ def test_ranks_of_different_runs_warn(tmp_path: Path) -> None:
     b = _rank(tmp_path / "b.json", 1, n=300)
     # The same ts against a base an hour later: recorded an hour later.
     b.write_text(b.read_text().replace(f": {BASE},", f": {BASE + 3_600 * 10**9},", 1))
-    with pytest.warns(kinetrace.MergeWarning, match=r"rank 0 \(.*a\.json\) ends at .* before rank 1"):
+    with pytest.warns(
+        kinetrace.MergeWarning, match=r"rank 0 \(.*a\.json\) ends at .* before rank 1"
+    ):
         kinetrace.merge_traces([a, b], tmp_path / "m.json")
     run = _cli(a, b, "-o", "m2.json", cwd=tmp_path)
     assert run.returncode == 0 and "warning: the ranks' time spans do not all overlap" in run.stderr

@@ -17,8 +17,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from support.traces import read_trace
-
 ID_PHASES = {"s", "t", "f", "b", "e", "n", "S", "T", "p", "F"}
 REPLACED = {"process_name", "process_sort_index"}
 
@@ -45,8 +43,10 @@ def canonical(event: dict[str, Any]) -> str:
 
     def norm(value: Any) -> Any:
         if isinstance(value, decimal.Decimal):
-            return format(value.normalize(), "f") if value == value.to_integral_value() else str(
-                value.normalize()
+            return (
+                format(value.normalize(), "f")
+                if value == value.to_integral_value()
+                else str(value.normalize())
             )
         if isinstance(value, dict):
             return {k: norm(v) for k, v in value.items()}
