@@ -1697,7 +1697,9 @@ pub(crate) fn merge(
                 Some((level, threads)) => Encoding::Gzip { level, threads },
                 None => Encoding::Plain,
             };
-            let mut w = TraceWriter::new(OutFile::Single(Box::new(SinkWrite(Sink::create(dst, encoding)?))));
+            let mut w = TraceWriter::new(OutFile::Single(Box::new(SinkWrite(Sink::create(
+                dst, encoding,
+            )?))));
             w.member(b"\"schemaVersion\": 1")
                 .map_err(|e| werr(dst, e))?;
             w.open_events().map_err(|e| werr(dst, e))?;
