@@ -148,6 +148,7 @@ pub(crate) struct ProcessStats {
     /// The source's pid as JSON (a number, a string, or `null` when events had none).
     pub(crate) source_pid: String,
     pub(crate) pid: i64,
+    /// Its name, as the body of a JSON string (escapes as written).
     pub(crate) name: String,
     pub(crate) sort_index: i64,
 }

@@ -275,7 +275,7 @@ def _result(raw: dict[str, Any], seconds: float) -> MergeResult:
                 MergedProcess(
                     source_pid=_source_pid(p["source_pid"]),
                     pid=p["pid"],
-                    name=p["name"],
+                    name=json.loads(f'"{p["name"]}"'),
                     sort_index=p["sort_index"],
                 )
                 for p in r.pop("processes")
