@@ -82,6 +82,24 @@ ensure_venv() {
   export PATH="$VENV/bin:$PATH"
 }
 
+# What the Catapult tests load traces in (tests/support/catapult.py): headless Chromium and
+# the Web Components v0 polyfill, Debian packages, installed when missing where we may (as
+# root, as CI runs); elsewhere those tests skip and say what to install.
+BROWSER_PACKAGES=(chromium-headless-shell libjs-webcomponentsjs-custom-element-v0)
+ensure_browser() {
+  if command -v chromium-headless-shell >/dev/null \
+    && [ -f /usr/lib/javascript/webcomponentsjs-custom-element-v0/CustomElements.js ]; then
+    return 0
+  fi
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    log "no browser for the Catapult tests (they skip): apt-get install ${BROWSER_PACKAGES[*]}"
+    return 0
+  fi
+  log "installing ${BROWSER_PACKAGES[*]} (Debian) for the Catapult tests"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${BROWSER_PACKAGES[@]}" >/dev/null
+}
+
 # The pinned build tools of requirements-build.txt (maturin, zig, auditwheel) in a venv of
 # their own (scripts/build-wheels.sh puts its bin/ first on PATH).
 BUILD_TOOLS=${KINETRACE_BUILD_TOOLS:-$CACHE/build-tools}

@@ -4,6 +4,7 @@
 # benchmark table compared with the last full run. This is what CI runs (.ci/run).
 source "$(dirname "$0")/env.sh"
 ensure_venv
+ensure_browser
 cd "$ROOT"
 
 log "rust: fmt, clippy, unit tests"
