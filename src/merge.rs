@@ -73,7 +73,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use crate::error::{panic_message, Error, Result};
+use crate::error::{panic_message, Error, Result, TraceFormat};
 use crate::events::{read_trace_with, Event, ReadOptions, Visitor, SLOT_ID, SLOT_PID, SLOT_TS};
 use crate::interrupt::POLL;
 use crate::lexer::{Input, Stop, BUF_SIZE};
@@ -422,11 +422,13 @@ fn base_in<'a>(
         if key == b"baseTimeNanoseconds" {
             let value = member_value(raw).unwrap_or(b"");
             let base = parse_int(value).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "{}: baseTimeNanoseconds is {}, not an integer",
-                    path.display(),
-                    String::from_utf8_lossy(value)
-                ))
+                Error::not_a_trace(
+                    path,
+                    format!(
+                        "baseTimeNanoseconds is {}, not an integer",
+                        String::from_utf8_lossy(value)
+                    ),
+                )
             })?;
             found = Some(Some(base));
         }
@@ -869,10 +871,12 @@ impl Processes {
             Some(&n) => n,
             None => {
                 if self.list.len() >= MAX_PROCESSES {
-                    return Err(Error::InvalidArgument(format!(
-                        "{}: more than {MAX_PROCESSES} processes in one trace",
-                        path.display()
-                    )));
+                    return Err(Error::not_a_trace(
+                        path,
+                        format!(
+                            "more than {MAX_PROCESSES} processes: not a trace this tool can merge"
+                        ),
+                    ));
                 }
                 let n = self.list.len() as u32;
                 self.index.insert(key.into(), n);
@@ -975,11 +979,12 @@ impl<'c, 'q> Rewriting<'c, 'q> {
 
     /// An error about the event being read.
     fn bad(&self, msg: impl std::fmt::Display) -> Error {
-        Error::InvalidArgument(format!(
-            "{}: traceEvents[{}]: {msg}",
-            self.ctx.path.display(),
-            self.events_read - 1
-        ))
+        Error::TraceFormat(Box::new(TraceFormat {
+            path: self.ctx.path.display().to_string(),
+            offset: None,
+            event_index: Some(self.events_read - 1),
+            message: msg.to_string(),
+        }))
     }
 
     /// Writes `ev`'s merged text into `self.text`; returns its `ts` in ns of the merged
@@ -1788,10 +1793,11 @@ pub(crate) fn merge(
             let bytes = read_trace_with(&sources[i], &mut v, &mut reading, read_options)?;
             let found = base_in(v.header.iter().map(|(k, r)| (&k[..], &r[..])), &sources[i])?;
             if found.flatten() != ctx.base {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: its baseTimeNanoseconds changed while it was merged",
-                    sources[i].display()
-                )));
+                return Err(Error::not_a_trace(
+                    &sources[i],
+                    "its baseTimeNanoseconds is not the one found ahead of the events (did \
+                     the file change while it was merged?)",
+                ));
             }
             v.finish(bytes)
         },
@@ -2781,6 +2787,7 @@ mod tests {
             fs::write(&src, &data).unwrap();
             for pair in [[g.clone(), src.clone()], [src.clone(), g.clone()]] {
                 let err = merge(&pair, &dst, &options(), &mut no_progress()).unwrap_err();
+                assert!(matches!(err, Error::TraceFormat(_)), "{name}: {err:?}");
                 let msg = err.to_string();
                 assert!(msg.contains(name) && msg.contains(want), "{name}: {msg}");
                 assert_eq!(entries(&out), ["m.json"], "{name}");

@@ -19,12 +19,10 @@ See ``src/merge.rs`` for the rules, the passes and the memory bound.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import re
-import sys
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -39,8 +37,6 @@ __all__ = [
     "MergeWarning",
     "MergedProcess",
     "MergedRank",
-    "add_merge_parser",
-    "merge_main",
     "merge_traces",
     "trace_files",
 ]
@@ -286,127 +282,3 @@ def _result(raw: dict[str, Any], seconds: float) -> MergeResult:
     )
     warned = tuple(raw.pop("warnings"))
     return MergeResult(outputs=outputs, ranks=ranks, warnings=warned, seconds=seconds, **raw)
-
-
-# --------------------------------------------------------------------------------------
-# command line
-# --------------------------------------------------------------------------------------
-
-
-def merge_main(args: argparse.Namespace) -> int:
-    """``kinetrace merge SRC... -o DST [options]``.
-
-    Returns:
-        0 on success, 1 when it failed (a bad trace, two sources of one rank, ...).
-    """
-    from kinetrace._split import _error, _pid, _size
-
-    prog = "kinetrace merge"
-    try:
-        keep = Keep(
-            include_cats=tuple(args.include_cat or ()),
-            exclude_cats=tuple(args.exclude_cat or ()),
-            min_dur_us=args.min_dur_us,
-            window_us=args.window,
-            pids=tuple(_pid(p) for p in (args.pid or ())),
-        )
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", MergeWarning)
-            result = merge_traces(
-                args.sources,
-                args.output,
-                labels=args.label,
-                align=args.align,
-                keep=keep,
-                max_mb=args.max_mb,
-                compresslevel=args.level,
-                threads=args.threads,
-            )
-    except (OSError, ValueError, TypeError) as exc:
-        return _error(prog, exc)
-    for w in caught:
-        print(f"{prog}: warning: {w.message}", file=sys.stderr)
-    mb_s = result.json_bytes_read / 1e6 / max(result.seconds, 1e-9)
-    print(
-        f"{len(result.ranks)} trace{'s' if len(result.ranks) != 1 else ''}, "
-        f"{_size(result.json_bytes_read)} of JSON, {result.events_read:,} events -> "
-        f"{result.events_written:,} events, {_size(result.json_bytes_written)} in "
-        f"{result.seconds:.2f} s ({mb_s:.0f} MB/s of JSON read)"
-    )
-    for out in result.outputs:
-        print(f"  {out.path}  {_size(out.json_bytes)} of JSON, {out.events:,} events")
-    if result.aligned_step is not None:
-        print(f"  aligned on ProfilerStep#{result.aligned_step}")
-    for rank in result.ranks:
-        print(
-            f"  {rank.label} ({rank.rank_from}): {rank.source}, ts {rank.offset_ns:+,} ns"
-            + (f" (align {rank.align_offset_ns:+,} ns)" if result.aligned_step is not None else "")
-        )
-    if result.flow_events_cut:
-        print(f"  {result.flow_events_cut:,} flow events dropped (an end was not kept)")
-    return 0
-
-
-def add_merge_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds the ``merge`` subcommand (``func=merge_main``)."""
-    from kinetrace._split import _add_gzip_options, _non_negative_float, _positive_float, _window
-
-    parser = subparsers.add_parser(
-        "merge",
-        help="merge the traces of many ranks into one timeline",
-        description=(
-            "Merge trace files (.json or gzip; from torch, Kineto or kinetrace) or directories "
-            "of them (e.g. a tensorboard_trace_handler log dir) into one trace: every process "
-            "of every rank becomes its own process, named after its rank and host process or "
-            "device and sorted rank by rank; flow ids are made unique per rank; ts are shifted "
-            "exactly onto one clock (the earliest baseTimeNanoseconds). A rank is "
-            "distributedInfo.rank, else a number in the file name (rank-3, rank_3, rank3), "
-            "else the order given. DST is gzip when its name ends in .gz; it appears only when "
-            "complete. Exit status: 0 done, 1 failed."
-        ),
-    )
-    parser.add_argument("sources", nargs="+", metavar="SRC", help="trace files or directories")
-    parser.add_argument("-o", "--output", required=True, metavar="DST", help="the merged trace")
-    parser.add_argument(
-        "--label",
-        action="append",
-        metavar="L",
-        help="name the sources instead of their ranks: once per trace file, in order",
-    )
-    parser.add_argument(
-        "--align",
-        choices=["step"],
-        default=None,
-        help="also align the ranks on the start of their first common ProfilerStep#N",
-    )
-    parser.add_argument(
-        "--include-cat", action="append", metavar="CAT", help="keep only this category (repeatable)"
-    )
-    parser.add_argument(
-        "--exclude-cat", action="append", metavar="CAT", help="drop this category (repeatable)"
-    )
-    parser.add_argument(
-        "--min-dur-us", type=_non_negative_float, metavar="X", help="drop events shorter than X us"
-    )
-    parser.add_argument(
-        "--window",
-        type=_window,
-        metavar="START_US:END_US",
-        help="keep events overlapping this window of the merged ts",
-    )
-    parser.add_argument(
-        "--pid",
-        action="append",
-        metavar="P",
-        help="keep only this process of the sources, in every rank (repeatable)",
-    )
-    parser.add_argument(
-        "--max-mb",
-        type=_positive_float,
-        default=None,
-        metavar="N",
-        help="write parts of at most N MB of JSON (time windows), named after DST",
-    )
-    _add_gzip_options(parser)
-    parser.set_defaults(func=merge_main)
-    return parser

@@ -94,7 +94,7 @@ def missing() -> str | None:
     if browser() is None:
         return "no Chromium (Debian: apt-get install chromium-headless-shell)"
     if not POLYFILL.is_file():
-        return "no CustomElements v0 polyfill (apt-get install libjs-webcomponentsjs-custom-element-v0)"
+        return "no Web Components v0 polyfill (Debian: libjs-webcomponentsjs-custom-element-v0)"
     if viewer() is None:
         return "torch-tb-profiler (which ships Catapult's trace viewer) is not installed"
     return None
