@@ -22,6 +22,7 @@ import pytest
 
 import kinetrace
 from support.aftermath import subprocess_env
+from support.interrupts import Sigint, assert_prompt
 from support.merged import check_merge
 from support.synthetic import SyntheticResult, distributed_info
 
@@ -379,3 +380,20 @@ def test_arguments(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="not both"):
         kinetrace.merge_traces([a], tmp_path / "m.json", keep=kinetrace.Keep(), pids=[1])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "empty"]
+
+
+@pytest.mark.parametrize("when", [0.02, 0.3])
+def test_ctrl_c_while_the_readers_run(
+    tmp_path_factory: pytest.TempPathFactory, when: float
+) -> None:
+    """Ctrl-C reaches a merge whose reader threads are busy (probing, then rewriting):
+    prompt, and nothing left, an existing output included."""
+    src = tmp_path_factory.mktemp("ctrl-c")
+    sources = [_rank(src / f"r{i}.json", i, n=60_000, seed=i) for i in range(3)]
+    out = tmp_path_factory.mktemp("out")
+    (out / "m.json").write_text("old")
+    with Sigint().installed() as sigint:
+        sigint.after(when)
+        latency = sigint.expect(lambda: kinetrace.merge_traces(sources, out / "m.json"))
+    assert_prompt(latency)
+    assert sorted(os.listdir(out)) == ["m.json"] and (out / "m.json").read_text() == "old"
