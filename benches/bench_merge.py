@@ -8,8 +8,12 @@ the next run: ``tests/synthetic.py export --rank R``, GPU-shaped, every rank its
 a base 1 ms after the previous one, so every ``ts`` but rank 0's is rewritten). Each round
 runs, in alternating order, ``kinetrace merge DIR -o OUT`` and the copy floor ``cat
 SOURCES > OUT`` (the same bytes read and written, nothing parsed), each in a fresh process
-under ``/usr/bin/time`` (wall time, peak RSS); prints medians, MB/s of JSON read, and the
-merge's time as a multiple of the floor's. The machine's load average is printed with them.
+under ``/usr/bin/time`` (wall time, CPU time, peak RSS); prints medians, MB/s of JSON read,
+and the merge's time as a multiple of the floor's. The copy floor is a read/write loop with
+1 MiB buffers (what any merge must at least do; ``cat`` would copy in the kernel, without the
+bytes ever passing through a process). ``kinetrace merge DIR -o /dev/null`` is timed too: the
+merge without the page-cache writes. The machine's load average is printed with them: on a
+shared machine, CPU seconds say more than wall time.
 """
 
 from __future__ import annotations
@@ -48,13 +52,25 @@ def make_ranks(directory: Path, ranks: int, mb: float) -> list[Path]:
     return paths
 
 
-def timed(cmd: list[str], shell: bool = False) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes) of ``cmd`` in a fresh process."""
-    args = ["/usr/bin/time", "-f", "%e %M"]
-    args += ["sh", "-c", cmd[0]] if shell else cmd
+#: The copy floor: every source read and written through one 1 MiB buffer.
+COPY = """
+import sys
+buf = bytearray(1 << 20)
+with open(sys.argv[1], "wb", buffering=0) as out:
+    for path in sys.argv[2:]:
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(buf):
+                out.write(memoryview(buf)[:n])
+"""
+
+
+def timed(cmd: list[str]) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + sys) and peak RSS (bytes) of ``cmd``, a fresh
+    process."""
+    args = ["/usr/bin/time", "-f", "%e %U %S %M", *cmd]
     done = subprocess.run(args, capture_output=True, text=True, check=True)
-    wall, rss_kb = done.stderr.strip().splitlines()[-1].split()
-    return float(wall), int(rss_kb) * 1024
+    wall, user, system, rss_kb = done.stderr.strip().splitlines()[-1].split()
+    return float(wall), float(user) + float(system), int(rss_kb) * 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,38 +85,55 @@ def main(argv: list[str] | None = None) -> int:
     sources = make_ranks(args.dir, args.ranks, args.mb)
     total = sum(p.stat().st_size for p in sources)
     out = args.out or args.dir.parent / "kinetrace-bench-merged.json"
-    merge_cmd = [sys.executable, "-m", "kinetrace", "merge", str(args.dir), "-o", str(out)]
-    cat_cmd = [" ".join(["cat", *map(str, sources), ">", str(out)])]
-    runs: dict[str, list[tuple[float, int]]] = {"merge": [], "cat": []}
-    subprocess.run(["cat", *map(str, sources)], stdout=subprocess.DEVNULL, check=True)  # cache
+    merge = [sys.executable, "-m", "kinetrace", "merge", str(args.dir), "-o"]
+    commands = {
+        "kinetrace merge DIR -o merged.json": [*merge, str(out)],
+        "kinetrace merge DIR -o /dev/null": [*merge, "/dev/null"],
+        "copy floor (read/write, 1 MiB)": [
+            sys.executable,
+            "-c",
+            COPY,
+            str(out),
+            *map(str, sources),
+        ],
+    }
+    runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in commands}
+    timed([sys.executable, "-c", COPY, "/dev/null", *map(str, sources)])  # page cache
     for r in range(args.rounds):
-        order = ["merge", "cat"] if r % 2 == 0 else ["cat", "merge"]
-        for what in order:
-            runs[what].append(timed(merge_cmd) if what == "merge" else timed(cat_cmd, True))
-            out.unlink()
+        names = list(commands) if r % 2 == 0 else list(reversed(commands))
+        for name in names:
+            runs[name].append(timed(commands[name]))
+            if out.exists():
+                out.unlink()
     load = os.getloadavg()
     rows = {}
-    for what, samples in runs.items():
+    for name, samples in runs.items():
         wall = statistics.median(s[0] for s in samples)
-        rss = max(s[1] for s in samples)
-        rows[what] = {"wall_s": wall, "mb_per_s": total / 1e6 / wall, "peak_rss_mb": rss / 1e6}
+        cpu = statistics.median(s[1] for s in samples)
+        rss = max(s[2] for s in samples)
+        rows[name] = {
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "mb_per_s": total / 1e6 / wall,
+            "peak_rss_mb": rss / 1e6,
+        }
     print(
         f"{args.ranks} ranks, {total / 1e6:.0f} MB of JSON in all; {args.rounds} rounds, "
         f"medians; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
         f"({os.cpu_count()} cores) at {time.strftime('%Y-%m-%d %H:%M')}"
     )
-    print("| run | wall | JSON in | peak RSS |")
-    print("|---|---|---|---|")
-    for what, row in rows.items():
-        name = "kinetrace merge DIR -o merged.json" if what == "merge" else "cat SOURCES > out"
+    print("| run | wall | JSON in | CPU (user + sys) | peak RSS |")
+    print("|---|---|---|---|---|")
+    for name, row in rows.items():
         print(
             f"| `{name}` | {row['wall_s']:.2f} s | {row['mb_per_s']:.0f} MB/s | "
-            f"{row['peak_rss_mb']:.0f} MB |"
+            f"{row['cpu_s']:.1f} s | {row['peak_rss_mb']:.0f} MB |"
         )
-    print(f"merge / copy floor: {rows['merge']['wall_s'] / rows['cat']['wall_s']:.2f}x")
+    first, _, floor = rows.values()
+    print(f"merge / copy floor: {first['wall_s'] / floor['wall_s']:.2f}x wall")
     print(
-        "all samples (wall s, peak RSS MB):",
-        {k: [(w, round(m / 1e6)) for w, m in v] for k, v in runs.items()},
+        "all samples (wall s, CPU s, peak RSS MB):",
+        {k: [(w, c, round(m / 1e6)) for w, c, m in v] for k, v in runs.items()},
     )
     if args.json:
         print(json.dumps(rows))
