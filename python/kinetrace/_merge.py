@@ -242,43 +242,58 @@ def merge_traces(
 
 
 def _source_pid(text: str) -> int | str | None:
-    if text == "null":
-        return None
-    if text.startswith('"'):
-        value: str = json.loads(text)
+    """A source pid from its JSON text (a number, a string, or null)."""
+    value = json.loads(text)
+    if value is None or isinstance(value, (int, str)):
         return value
-    try:
-        return int(text)
-    except ValueError:
-        return text
+    return text
 
 
-def _result(raw: dict[str, Any], seconds: float) -> MergeResult:
-    outputs = tuple(
-        Part(
-            path=os.fsdecode(o["path"]),
-            start_us=o["start_us"],
-            end_us=o["end_us"],
-            events=o["events"],
-            json_bytes=o["json_bytes"],
-        )
-        for o in raw.pop("outputs")
-    )
+def _result(
+    raw: tuple[
+        list[_kinetrace._PartStats],
+        list[_kinetrace._MergedRankStats],
+        _kinetrace._MergeStats,
+    ],
+    seconds: float,
+) -> MergeResult:
+    raw_outputs, raw_ranks, stats = raw
     ranks = tuple(
         MergedRank(
-            source=os.fsdecode(r.pop("source")),
+            source=r["source"],
+            label=r["label"],
+            rank=r["rank"],
+            rank_from=r["rank_from"],
+            base_time_ns=r["base_time_ns"],
+            offset_ns=r["offset_ns"],
+            align_offset_ns=r["align_offset_ns"],
+            events_read=r["events_read"],
+            events_written=r["events_written"],
+            json_bytes_read=r["json_bytes_read"],
             processes=tuple(
                 MergedProcess(
                     source_pid=_source_pid(p["source_pid"]),
                     pid=p["pid"],
+                    # The name as the body of a JSON string (escapes as written).
                     name=json.loads(f'"{p["name"]}"'),
                     sort_index=p["sort_index"],
                 )
-                for p in r.pop("processes")
+                for p in r["processes"]
             ),
-            **r,
         )
-        for r in raw.pop("ranks")
+        for r in raw_ranks
     )
-    warned = tuple(raw.pop("warnings"))
-    return MergeResult(outputs=outputs, ranks=ranks, warnings=warned, seconds=seconds, **raw)
+    return MergeResult(
+        outputs=tuple(Part(**o) for o in raw_outputs),
+        ranks=ranks,
+        base_time_ns=stats["base_time_ns"],
+        aligned_step=stats["aligned_step"],
+        events_read=stats["events_read"],
+        events_written=stats["events_written"],
+        flow_events_cut=stats["flow_events_cut"],
+        json_bytes_read=stats["json_bytes_read"],
+        json_bytes_written=stats["json_bytes_written"],
+        oversized_parts=stats["oversized_parts"],
+        warnings=tuple(stats["warnings"]),
+        seconds=seconds,
+    )

@@ -10,23 +10,25 @@ use super::interrupt::detached;
 use crate::merge::{self, MergeOptions, MergeStats};
 use crate::split::FilterSpec;
 
-fn stats_dict<'py>(py: Python<'py>, s: &MergeStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
+/// The result as `(outputs, ranks, stats)`: the fields of kinetrace's result dataclasses
+/// (`_MergeStats` and friends in `_kinetrace.pyi`).
+type MergeResult<'py> = (Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyDict>);
+
+fn result<'py>(py: Python<'py>, s: &MergeStats) -> PyResult<MergeResult<'py>> {
     let outputs = PyList::empty(py);
     for o in &s.outputs {
         let od = PyDict::new(py);
-        od.set_item("path", &o.path)?;
+        od.set_item("path", o.path.as_os_str())?; // a str, as os.fsdecode gives
         od.set_item("start_us", o.start_us)?;
         od.set_item("end_us", o.end_us)?;
         od.set_item("events", o.events)?;
         od.set_item("json_bytes", o.json_bytes)?;
         outputs.append(od)?;
     }
-    d.set_item("outputs", outputs)?;
     let ranks = PyList::empty(py);
     for r in &s.ranks {
         let rd = PyDict::new(py);
-        rd.set_item("source", &r.source)?;
+        rd.set_item("source", r.source.as_os_str())?;
         rd.set_item("label", &r.label)?;
         rd.set_item("rank", r.rank)?;
         rd.set_item("rank_from", r.rank_from)?;
@@ -48,7 +50,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &MergeStats) -> PyResult<Bound<'py, PyDic
         rd.set_item("processes", processes)?;
         ranks.append(rd)?;
     }
-    d.set_item("ranks", ranks)?;
+    let d = PyDict::new(py);
     d.set_item("base_time_ns", s.base_time_ns)?;
     d.set_item("aligned_step", s.aligned_step)?;
     d.set_item("events_read", s.events_read)?;
@@ -58,7 +60,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &MergeStats) -> PyResult<Bound<'py, PyDic
     d.set_item("json_bytes_written", s.json_bytes_written)?;
     d.set_item("oversized_parts", s.oversized_parts)?;
     d.set_item("warnings", PyList::new(py, &s.warnings)?)?;
-    Ok(d)
+    Ok((outputs, ranks, d))
 }
 
 /// Merges the traces at `sources` into `dst` (see `crate::merge`); `labels`: one per
@@ -80,7 +82,7 @@ fn merge_traces<'py>(
     max_bytes: Option<u64>,
     gzip: Option<(u32, usize)>,
     threads: usize,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<MergeResult<'py>> {
     let options = MergeOptions {
         labels,
         align_step,
@@ -98,7 +100,7 @@ fn merge_traces<'py>(
     let stats = detached(py, |interrupted| {
         merge::merge(&sources, &dst, &options, &mut |_done| interrupted())
     })?;
-    stats_dict(py, &stats)
+    result(py, &stats)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
