@@ -42,8 +42,8 @@ pub(crate) struct Event<'a> {
     /// (`cat`, `id`) of a flow end, type-tagged.
     pub(crate) flow_key: Option<&'a [u8]>,
     /// Where the value of each field of [`field_slot`] is in `raw`, as written (a string
-    /// with its quotes): (start, end), empty when the field is missing or not a string,
-    /// number or boolean. `merge` rewrites `pid`, `ts` and `id` there.
+    /// with its quotes): (start, end), empty when the field is missing or an object or an
+    /// array. `merge` rewrites `pid`, `ts` and `id` there.
     pub(crate) values: ValueSpans,
 }
 
@@ -74,7 +74,7 @@ impl Event<'_> {
     }
 
     /// The value of field `slot` as written (a string with its quotes), if it is a string,
-    /// number or boolean.
+    /// number, boolean or null.
     pub(crate) fn value_text(&self, slot: usize) -> Option<&[u8]> {
         let (start, end) = self.values[slot];
         (end > start).then(|| &self.raw[start as usize..end as usize])
@@ -304,7 +304,7 @@ fn texts<'a>(raw: &'a [u8], spans: &FieldSpans) -> FieldTexts<'a> {
 fn value_spans(spans: &FieldSpans) -> ValueSpans {
     spans.map(|(kind, start, end)| match kind {
         Kind::Str => (start - 1, end + 1),
-        Kind::Num | Kind::Bool => (start, end),
+        Kind::Num | Kind::Bool | Kind::Null => (start, end),
         _ => (0, 0),
     })
 }
@@ -342,7 +342,7 @@ fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
             let kind = s.value(2)?;
             if let Some(slot) = slot {
                 let end = match kind {
-                    Kind::Num | Kind::Bool => s.pos,
+                    Kind::Num | Kind::Bool | Kind::Null => s.pos,
                     _ => start,
                 };
                 spans[slot] = (kind, start as u32, end as u32);
@@ -439,7 +439,9 @@ fn event<R: BufRead>(
             if let Some(i) = slot {
                 kinds[i] = k;
                 values[i] = match (k, u32::try_from(inp.offset() - start)) {
-                    (Kind::Str | Kind::Num | Kind::Bool, Ok(end)) => (value_start as u32, end),
+                    (Kind::Str | Kind::Num | Kind::Bool | Kind::Null, Ok(end)) => {
+                        (value_start as u32, end)
+                    }
                     _ => (0, 0),
                 };
             }
@@ -1089,7 +1091,7 @@ mod tests {
         );
         assert!(
             lines[2].ends_with(
-                r#"[Some("\"f\""), None, None, Some("-7"), None, Some("12.000"), None, Some("\"0x1\"")]"#
+                r#"[Some("\"f\""), Some("null"), None, Some("-7"), None, Some("12.000"), None, Some("\"0x1\"")]"#
             ),
             "{}",
             lines[2]

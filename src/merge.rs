@@ -1056,9 +1056,10 @@ impl<'c, 'q> Rewriting<'c, 'q> {
         }
         count += 1;
         let mut ts_ns = None;
+        // Only a number is a time (a string, boolean or null `ts` stays as written).
         let ts = ev
             .value_text(SLOT_TS)
-            .filter(|t| !t.starts_with(b"\"") && t[0] != b't' && t[0] != b'f');
+            .filter(|t| matches!(t[0], b'-' | b'0'..=b'9'));
         let mut shifted = None;
         if let Some(text) = ts {
             let d = Decimal::parse(text).ok_or_else(|| {
@@ -1087,7 +1088,7 @@ impl<'c, 'q> Rewriting<'c, 'q> {
         let id = ID_PHASES
             .contains(&ev.ph)
             .then(|| ev.values[SLOT_ID])
-            .filter(|(s, e)| e > s);
+            .filter(|(s, e)| e > s && &ev.raw[*s as usize..*e as usize] != b"null");
         if let Some((s, e)) = id {
             edits[count] = (s, e, b'i');
             count += 1;
@@ -2682,6 +2683,45 @@ mod tests {
             (ts[0] - ts[1]).abs() < 10_000.0,
             "{ts:?}: on one absolute clock"
         );
+    }
+
+    /// Events with no pid, a null or a boolean pid get one pid per source (no second `pid`
+    /// key); a `ts` that is not a number stays as written.
+    #[test]
+    fn events_without_a_usable_pid() {
+        let dir = scratch("merge-nopid");
+        let text = concat!(
+            "{\"traceEvents\": [\n",
+            "{\"ph\":\"i\",\"name\":\"a\",\"ts\":1.000,\"s\":\"g\"},\n",
+            "{\"ph\":\"X\",\"name\":\"b\",\"pid\":null,\"tid\":1,\"ts\":2.000,\"dur\":1},\n",
+            "{\"ph\":\"X\",\"name\":\"c\",\"pid\":true,\"ts\":\"3\",\"dur\":1}\n",
+            "], \"baseTimeNanoseconds\": 1000}"
+        );
+        let paths = [dir.join("a.json"), dir.join("b.json")];
+        fs::write(&paths[0], text).unwrap();
+        fs::write(&paths[1], text.replace(": 1000}", ": 3000}")).unwrap();
+        let dst = dir.join("m.json");
+        merge(&paths, &dst, &options(), &mut no_progress()).unwrap();
+        let raw = fs::read_to_string(&dst).unwrap();
+        let v: Value = serde_json::from_str(&raw).unwrap();
+        let events: Vec<&Value> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] != "M")
+            .collect();
+        assert_eq!(events.len(), 6);
+        let pids: std::collections::BTreeSet<i64> =
+            events.iter().map(|e| e["pid"].as_i64().unwrap()).collect();
+        assert_eq!(pids.len(), 2, "one process per source: {pids:?}");
+        for line in raw
+            .lines()
+            .filter(|l| l.starts_with("{\"ph\":\"") && !l.contains("\"M\""))
+        {
+            assert_eq!(line.matches("\"pid\"").count(), 1, "{line}");
+        }
+        assert!(raw.contains("\"ts\":\"3\""));
+        assert!(raw.contains("\"ts\":3.000"), "b's first event, 2 us later");
     }
 
     #[test]
