@@ -1,6 +1,7 @@
 """Export a synthetic trace and report its time and peak memory (a test and benchmark worker).
 
     python tests/synthetic.py export N PATH [--seed S] [--gpu] [--base-time-ns B] ...
+    python tests/synthetic.py export N PATH --rank R --world-size W ...   # one rank's trace
 
 exports ``support.synthetic.SyntheticResult(N)`` (with ``--torch-steps S``, a real torch
 profile of S steps instead) to each PATH in turn and prints one JSON line
@@ -18,7 +19,7 @@ import sys
 from typing import Any
 
 from support.measure import export_measured
-from support.synthetic import ListResult, SyntheticResult
+from support.synthetic import ListResult, SyntheticResult, distributed_info
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -34,6 +35,13 @@ def _main(argv: list[str] | None = None) -> int:
     exp.add_argument("--payload", type=int, default=0)
     exp.add_argument("--pid", type=int, default=None, help="the activities' process id")
     exp.add_argument("--base-time-ns", type=int, default=None)
+    exp.add_argument(
+        "--rank",
+        type=int,
+        default=None,
+        help="write distributedInfo for this rank (a rank's trace)",
+    )
+    exp.add_argument("--world-size", type=int, default=None, help="with --rank (default rank + 1)")
     exp.add_argument("--compresslevel", type=int, default=None)
     exp.add_argument("--threads", type=int, default=None)
     exp.add_argument("--workers", type=int, default=None)
@@ -58,6 +66,8 @@ def _main(argv: list[str] | None = None) -> int:
     for key in ("base_time_ns", "compresslevel", "threads", "workers"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
+    if args.rank is not None:
+        kwargs["metadata"] = distributed_info(args.rank, args.world_size or args.rank + 1)
     if args.torch_steps is not None:
         return _export_torch_profile(args.torch_steps, args.paths, kwargs)
     result = SyntheticResult(
