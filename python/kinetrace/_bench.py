@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kinetrace import _export, _extract, _kinetrace
@@ -93,7 +94,9 @@ class _PeakRss:
         return max(0, self.peak - self.base)
 
 
-def record_workload(iterations: int, *, record_shapes: bool = True, with_stack: bool = False):
+def record_workload(
+    iterations: int, *, record_shapes: bool = True, with_stack: bool = False
+) -> Any:
     """Profile ``iterations`` steps of add/mul/sum on 8x8 tensors (6 ops a step)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -142,6 +145,11 @@ class _Spec:
     counts: list[int] = field(default_factory=list)
 
 
+def _export_with(prof: Any, path: str, **options: Any) -> Any:
+    """``kinetrace.export_chrome_trace(prof, path, **options)``."""
+    return _export.export_chrome_trace(prof, path, **options)
+
+
 def _median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
@@ -167,30 +175,13 @@ def method_note(rounds: int) -> str:
     )
 
 
-def compare(
-    record: Callable[[], Any],
-    out_dir: str,
-    *,
-    formats: Sequence[str] = ("json", "json.gz"),
-    repeat: int = 1,
-    extra_levels: Sequence[int] = (9,),
-    include_stock: bool = True,
-    worker_counts: Sequence[int | None] = (None, 1, 2),
-) -> list[Row]:
-    """Run every exporter through the call its users make; rows in table order.
-
-    ``record()`` profiles the workload and returns the stopped ``torch.profiler.profile``.
-    Every timed call gets a profile of its own, recorded just before it; ``repeat`` rounds
-    run every row once each, in alternating order, and a row's seconds are the median of its
-    rounds (see :func:`method_note`). ``worker_counts``: the kinetrace rows (None: the
-    default settings). Each row's ``how`` says which call was timed, and its ``activities``
-    how many activities its profiles held.
-    """
-    from kinetrace import _profiler
-
-    if _profiler.installed():
-        raise RuntimeError("kinetrace.install() is in effect: stock torch can't be timed")
-    os.makedirs(out_dir, exist_ok=True)
+def _compare_specs(
+    formats: Sequence[str],
+    extra_levels: Sequence[int],
+    include_stock: bool,
+    worker_counts: Sequence[int | None],
+) -> list[_Spec]:
+    """The rows of :func:`compare`, in table order."""
     specs = [
         _Spec(
             "accessor floor",
@@ -238,7 +229,7 @@ def compare(
                 _Spec(
                     "kinetrace",
                     fmt,
-                    lambda prof, p, w=workers: _export.export_chrome_trace(prof, p, workers=w),
+                    partial(_export_with, workers=workers),
                     note,
                     call,
                     filename,
@@ -252,14 +243,40 @@ def compare(
                     _Spec(
                         "kinetrace",
                         fmt,
-                        lambda prof, p, lv=lv: _export.export_chrome_trace(
-                            prof, p, compresslevel=lv
-                        ),
+                        partial(_export_with, compresslevel=lv),
                         f"default settings, level {lv}",
                         f"kinetrace.export_chrome_trace(prof, path, compresslevel={lv})",
                         f"kinetrace.l{lv}.{fmt}",
                     )
                 )
+    return specs
+
+
+def compare(
+    record: Callable[[], Any],
+    out_dir: str,
+    *,
+    formats: Sequence[str] = ("json", "json.gz"),
+    repeat: int = 1,
+    extra_levels: Sequence[int] = (9,),
+    include_stock: bool = True,
+    worker_counts: Sequence[int | None] = (None, 1, 2),
+) -> list[Row]:
+    """Run every exporter through the call its users make; rows in table order.
+
+    ``record()`` profiles the workload and returns the stopped ``torch.profiler.profile``.
+    Every timed call gets a profile of its own, recorded just before it; ``repeat`` rounds
+    run every row once each, in alternating order, and a row's seconds are the median of its
+    rounds (see :func:`method_note`). ``worker_counts``: the kinetrace rows (None: the
+    default settings). Each row's ``how`` says which call was timed, and its ``activities``
+    how many activities its profiles held.
+    """
+    from kinetrace import _profiler
+
+    if _profiler.installed():
+        raise RuntimeError("kinetrace.install() is in effect: stock torch can't be timed")
+    os.makedirs(out_dir, exist_ok=True)
+    specs = _compare_specs(formats, extra_levels, include_stock, worker_counts)
     rows = _measure(specs, record, out_dir, repeat)
     _add_ratios(rows)
     return rows

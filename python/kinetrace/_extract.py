@@ -27,7 +27,7 @@ def _getters(activities: Sequence[Any]) -> Any:
     every activity is of one type (pybind11's C functions are then called directly, without
     touching the activities' reference counts: see ``src/python/reader.rs``), else
     ``methodcaller``."""
-    fields: tuple[str, ...] = _kinetrace._Accessors.fields
+    fields = _kinetrace._Accessors.fields
     if isinstance(activities, list):
         kind = _kinetrace.common_type(activities)
     else:

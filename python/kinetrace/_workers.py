@@ -341,6 +341,65 @@ def _anonymous_file(directory: str, name: str) -> Any:
         ) from exc
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What every worker of one export is forked with."""
+
+    activities: list[Any]
+    bounds: list[int]
+    get: Getters
+    output_path: str
+    level: int | None
+    threads: int
+    pid_in_trace: int
+    graphs: Any
+
+
+def _fork_worker(plan: _Plan, i: int, outputs: list[Any]) -> _Worker:
+    """Forks worker ``i`` into its anonymous output (appended to ``outputs`` first, so the
+    caller removes it whatever happens next); the child never returns from here."""
+    output = _anonymous_file(
+        os.path.dirname(os.path.abspath(plan.output_path)), os.path.basename(plan.output_path)
+    )
+    outputs.append(output)
+    info = os.fstat(output.fileno())
+    identity = (info.st_dev, info.st_ino)
+    parent_r, child_w = os.pipe()
+    child_r, parent_w = os.pipe()
+    # No Ctrl-C between fork and the worker's own handler: a KeyboardInterrupt raised in
+    # the child before its try block would unwind into the caller's code.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    pid = -1
+    try:
+        pid = _fork()
+        if pid == 0:  # the worker: _worker_main leaves only through os._exit
+            gc.disable()  # see _freeze_heap
+            try:
+                os.close(parent_r)
+                os.close(parent_w)
+                _worker_main(
+                    plan.activities,
+                    range(plan.bounds[i], plan.bounds[i + 1]),
+                    plan.get,
+                    output.fileno(),
+                    plan.output_path,
+                    plan.level,
+                    plan.threads,
+                    plan.pid_in_trace,
+                    child_r,
+                    child_w,
+                    plan.graphs,
+                )
+            finally:
+                os._exit(1)
+    finally:
+        if pid != 0:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    os.close(child_r)
+    os.close(child_w)
+    return _Worker(i, pid, parent_w, parent_r, output, identity)
+
+
 def export_forked(
     exporter: Any,
     activities: list[Any],
@@ -357,55 +416,23 @@ def export_forked(
     ``end_first_pass(exporter)`` ends the first pass (time base, header) and returns the
     base. Returns the worker outputs: pass them to :func:`remove_outputs` once the exporter
     has finished. Returns once every worker is gone."""
-    n = len(activities)
-    bounds = slice_bounds(n, workers)
-    pid_in_trace = trace_pid()  # here, not in the worker (whose pid differs)
-    directory = os.path.dirname(os.path.abspath(output_path))
-    name = os.path.basename(output_path)
-    per_process_threads = max(1, threads // workers)
+    bounds = slice_bounds(len(activities), workers)
+    plan = _Plan(
+        activities,
+        bounds,
+        get,
+        output_path,
+        level,
+        max(1, threads // workers),
+        trace_pid(),  # here, not in the worker (whose pid differs)
+        graphs,
+    )
     started: list[_Worker] = []
     outputs: list[Any] = []
     frozen = _freeze_heap()
     try:
         for i in range(1, workers):
-            output = _anonymous_file(directory, name)
-            outputs.append(output)
-            info = os.fstat(output.fileno())
-            identity = (info.st_dev, info.st_ino)
-            parent_r, child_w = os.pipe()
-            child_r, parent_w = os.pipe()
-            # No Ctrl-C between fork and the worker's own handler: a KeyboardInterrupt
-            # raised in the child before its try block would unwind into the caller's code.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            pid = -1
-            try:
-                pid = _fork()
-                if pid == 0:  # the worker: _worker_main leaves only through os._exit
-                    gc.disable()  # see _freeze_heap
-                    try:
-                        os.close(parent_r)
-                        os.close(parent_w)
-                        _worker_main(
-                            activities,
-                            range(bounds[i], bounds[i + 1]),
-                            get,
-                            output.fileno(),
-                            output_path,
-                            level,
-                            per_process_threads,
-                            pid_in_trace,
-                            child_r,
-                            child_w,
-                            graphs,
-                        )
-                    finally:
-                        os._exit(1)
-            finally:
-                if pid != 0:
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-            os.close(child_r)
-            os.close(child_w)
-            started.append(_Worker(i, pid, parent_w, parent_r, output, identity))
+            started.append(_fork_worker(plan, i, outputs))
 
         own = range(bounds[0], bounds[1])
         first_pass(exporter, activities, get, own)
