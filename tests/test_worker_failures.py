@@ -68,13 +68,15 @@ FORKED_SCRIPT = textwrap.dedent(
     import os, signal, sys, time
     from collections.abc import Sequence
     import kinetrace
+    from kinetrace import _workers
     from support.measure import warm_up
     from support.synthetic import SyntheticActivity, SyntheticResult
 
     mode, directory = sys.argv[1], sys.argv[2]
     warm_up()
     PARENT = os.getpid()
-    N = 100_000  # two workers: the forked one reads activities 50_000 to 99_999
+    N = 100_000
+    WORKER_START = _workers.slice_bounds(N, 2)[1]  # two workers: the forked one reads the rest
 
     def who():
         return "parent" if os.getpid() == PARENT else "CHILD"
@@ -103,7 +105,7 @@ FORKED_SCRIPT = textwrap.dedent(
         def __getitem__(self, index):
             if isinstance(index, slice):
                 start = index.indices(N)[0]
-                if start == N // 2 and os.getpid() != PARENT:  # the worker takes its slice
+                if start == WORKER_START and os.getpid() != PARENT:  # the worker's slice
                     if mode == "slice-raises":
                         raise ValueError("the worker's slice failed")
                     if mode == "sigint-at-worker-start":

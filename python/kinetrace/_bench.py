@@ -170,8 +170,9 @@ def method_note(rounds: int) -> str:
     return (
         f"Each row: the median of {rounds} round{'s' if rounds != 1 else ''}; every timed call "
         "exports a fresh profile of its own (recorded just before it, the same workload: torch "
-        "saves a result only once, and a result's first trace_activities() costs ~3x a later "
-        "one); the rows' order alternates between rounds (first to last, then last to first)."
+        "saves a result only once, and the first read of a result's activity list costs ~3x a "
+        "later one); the rows' order alternates between rounds (first to last, then last to "
+        "first)."
     )
 
 
@@ -282,9 +283,17 @@ def compare(
     return rows
 
 
-def _measure(specs: list[_Spec], record: Callable[[], Any], out_dir: str, repeat: int) -> list[Row]:
+def _measure(
+    specs: list[_Spec],
+    record: Callable[[], Any],
+    out_dir: str,
+    repeat: int,
+    count: bool = True,
+) -> list[Row]:
     """``repeat`` rounds of every spec, each on a fresh profile, the order alternating;
-    the rows (median seconds, peak RSS growth); the outputs under the specs' file names."""
+    the rows (median seconds, peak RSS growth); the outputs under the specs' file names.
+    ``count``: count each profile's activities (torch < 2.13 cannot: no
+    ``trace_activities()``)."""
     paths = {}
     for i, spec in enumerate(specs):
         name = spec.exporter.split()[0].lower()
@@ -293,7 +302,8 @@ def _measure(specs: list[_Spec], record: Callable[[], Any], out_dir: str, repeat
     for r in range(rounds):
         for spec in specs if r % 2 == 0 else specs[::-1]:
             prof = record()
-            spec.counts.append(activity_count(prof))
+            if count:
+                spec.counts.append(activity_count(prof))
             path = paths[id(spec)]
             gc.collect()
             with _PeakRss() as rss:
@@ -315,7 +325,7 @@ def _measure(specs: list[_Spec], record: Callable[[], Any], out_dir: str, repeat
                 size,
                 note=spec.note,
                 peak_rss=max(spec.peaks),
-                activities=spec.counts[0],
+                activities=spec.counts[0] if spec.counts else None,
                 how=f"{spec.call}, median of {rounds}",
                 rounds=rounds,
             )
@@ -385,7 +395,7 @@ def compare_kineto_writer(
             note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
         call = "kinetrace.export_chrome_trace(prof, path)"
         specs.append(_Spec("kinetrace", fmt, kinetrace_export, note, call, f"kinetrace.{fmt}"))
-    rows = _measure(specs, record, out_dir, repeat)
+    rows = _measure(specs, record, out_dir, repeat, count=False)
     _add_ratios(rows)
     return rows
 
@@ -426,7 +436,8 @@ def format_table(rows: list[Row], activities: int | None = None) -> str:
         )
     lines.append("how each row was timed:")
     for r in rows:
-        lines.append(f"  {r.exporter + ' ' + r.fmt:<22} {r.how}; {r.activities} activities")
+        counted = "" if r.activities is None else f"; {r.activities} activities"
+        lines.append(f"  {r.exporter + ' ' + r.fmt:<22} {r.how}{counted}")
     if rows:
         lines.append(method_note(rows[0].rounds))
     return "\n".join(lines)
