@@ -206,7 +206,7 @@ def test_the_budget_with_workers():
 def test_default_workers_scale_with_size(monkeypatch):
     monkeypatch.setattr(_workers, "available_cpus", lambda: 64)
     counts = [_workers.default_workers(n) for n in (10, 45_000, 100_000, 300_000, 2 * 10**6)]
-    assert counts == [1, 2, 2, 4, 10]
+    assert counts == [1, 2, 2, 4, 7]  # 2M: ten by time, seven by memory
     assert _workers.default_workers(10**8) == _workers.MAX_DEFAULT_WORKERS
 
 

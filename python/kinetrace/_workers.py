@@ -70,12 +70,15 @@ MAX_DEFAULT_WORKERS = 16
 # and 2M activities (benches/bench_memory.py; docs/benchmarks.md, "Workers and memory")
 # and rounded up:
 #: one process: buffers and batches in flight ...
-_ONE_PROCESS_FIXED = 16 << 20
+_ONE_PROCESS_FIXED = 24 << 20
 #: ... and the first pass (32 bytes an activity, split between the processes that read).
 _PER_ACTIVITY = 32
 #: Each worker: its own pipeline (batches in flight, buffers), the interpreter pages it
-#: writes, and the parent's pages it keeps shared while the parent writes its own copy.
+#: writes, and the parent's pages it keeps shared while the parent writes its own copy
+#: (~6-7 MiB measured; the first pass it keeps is counted per activity above) ...
 _PER_WORKER = 12 << 20
+#: ... and, with workers, ~10 bytes an activity more (seen at 2M activities).
+_WORKERS_PER_ACTIVITY = 10
 #: Activities whose accessors are Python code (look-alikes, not torch's): every object is
 #: written (its reference count) by whichever process reads it while all share it, so the
 #: pages holding them are copied, in all about this much per activity (~150 measured).
@@ -103,7 +106,7 @@ def memory_estimate(activities: int, workers: int, direct: bool = True) -> int:
     accessors are read without writing the activities (torch's: see ``_Accessors``)."""
     estimate = _ONE_PROCESS_FIXED + _PER_ACTIVITY * activities
     if workers > 1:
-        estimate += _PER_WORKER * (workers - 1)
+        estimate += _PER_WORKER * (workers - 1) + _WORKERS_PER_ACTIVITY * activities
         if not direct:
             estimate += _SHARED_COPY_PER_ACTIVITY * activities
     return estimate
