@@ -49,7 +49,10 @@ def _main(argv: list[str] | None = None) -> int:
         "--list", action="store_true", help="build the activities into a list first (as torch)"
     )
     exp.add_argument(
-        "--cpus", type=int, default=None, help="the cores the default worker count assumes"
+        "--cpus",
+        type=int,
+        default=None,
+        help="the cores (all idle) the default worker count assumes",
     )
     exp.add_argument(
         "--torch-steps",
@@ -62,6 +65,7 @@ def _main(argv: list[str] | None = None) -> int:
         from kinetrace import _workers
 
         _workers.available_cpus = lambda: args.cpus  # type: ignore[assignment]
+        _workers.idle_cpus = lambda: args.cpus  # type: ignore[assignment]
     kwargs: dict[str, Any] = {}
     for key in ("base_time_ns", "compresslevel", "threads", "workers"):
         if getattr(args, key) is not None:

@@ -174,7 +174,7 @@ def test_no_fork_falls_back_with_a_warning(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("cpus", [1, 2, 4, 16, 64])
 def test_default_workers_stay_within_the_memory_budget(monkeypatch, cpus):
-    monkeypatch.setattr(_workers, "available_cpus", lambda: cpus)
+    monkeypatch.setattr(_workers, "idle_cpus", lambda: cpus)
     for n in [0, 10, 99_999, 100_000, 150_000, 200_000, 300_000, 10**6, 10**7, 10**8]:
         workers = _workers.default_workers(n)
         assert 1 <= workers <= min(cpus, _workers.MAX_DEFAULT_WORKERS)
@@ -192,9 +192,22 @@ def test_default_workers_stay_within_the_memory_budget(monkeypatch, cpus):
 def test_activities_read_through_python_code_use_one_process(monkeypatch):
     """Look-alikes whose accessors are Python code would be copied by every worker that
     reads them (their reference counts are written): the default keeps them in one process."""
-    monkeypatch.setattr(_workers, "available_cpus", lambda: 16)
+    monkeypatch.setattr(_workers, "idle_cpus", lambda: 16)
     assert _workers.default_workers(10**6, direct=False) == 1
     assert _workers.default_workers(10**6, direct=True) > 1
+
+
+def test_busy_cores_get_no_worker(monkeypatch):
+    """Forking onto a core that other work keeps busy only adds the fork's own work."""
+    monkeypatch.setattr(_workers, "available_cpus", lambda: 16)
+    monkeypatch.setattr(_workers, "idle_cpus", lambda: 1)
+    assert _workers.default_workers(10**6) == 1
+
+
+def test_idle_cpus_counts_what_others_keep_busy(monkeypatch):
+    assert 1 <= _workers.idle_cpus() <= _workers.available_cpus()
+    monkeypatch.setattr(_workers, "available_cpus", lambda: 4)
+    assert 1 <= _workers.idle_cpus() <= 4
 
 
 def test_the_budget_with_workers():
@@ -204,7 +217,7 @@ def test_the_budget_with_workers():
 
 
 def test_default_workers_scale_with_size(monkeypatch):
-    monkeypatch.setattr(_workers, "available_cpus", lambda: 64)
+    monkeypatch.setattr(_workers, "idle_cpus", lambda: 64)
     counts = [_workers.default_workers(n) for n in (10, 45_000, 100_000, 300_000, 2 * 10**6)]
     assert counts == [1, 2, 2, 4, 7]  # 2M: ten by time, seven by memory
     assert _workers.default_workers(10**8) == _workers.MAX_DEFAULT_WORKERS

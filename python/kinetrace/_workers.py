@@ -39,6 +39,7 @@ import signal
 import struct
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -112,6 +113,30 @@ def memory_estimate(activities: int, workers: int, direct: bool = True) -> int:
     return estimate
 
 
+def idle_cpus() -> int:
+    """The cores this process may use (``available_cpus``) less those other tasks keep busy
+    right now: ``procs_running`` in ``/proc/stat`` counts every task running or ready to run,
+    this one included; the fewest of three looks a millisecond apart (a task that is only
+    passing by does not count). Where there is no ``/proc``, every core counts as idle."""
+    cpus = available_cpus()
+    busy: int | None = None
+    for look in range(3):
+        if look:
+            time.sleep(0.001)
+        try:
+            with open("/proc/stat", "rb") as f:
+                for line in f:
+                    if line.startswith(b"procs_running "):
+                        running = int(line.split()[1]) - 1  # less the caller
+                        busy = running if busy is None else min(busy, running)
+                        break
+        except (OSError, ValueError, IndexError):
+            return cpus
+    if busy is None:
+        return cpus
+    return max(1, min(cpus, cpus - busy))
+
+
 def default_workers(activities: int, direct: bool = True) -> int:
     """Processes used when the caller does not say: as many as make the export fastest by
     the model above (``sqrt(activities / FORK_COST_ACTIVITIES)``, rounded: one below ~45k
@@ -119,16 +144,18 @@ def default_workers(activities: int, direct: bool = True) -> int:
     and :data:`MAX_DEFAULT_WORKERS`, and no more than keep the whole export within
     :func:`memory_budget`.
 
-    Up to one process per core: reading (torch's accessors, under the GIL) is the slow
-    part, formatting on the writer thread costs a fraction of it. Workers read torch's
-    activities without writing them (``direct``), so a worker costs its own pipeline and
-    nothing per activity it reads. Activities whose accessors are Python code (``direct``
-    false) are read by one process: each worker would copy the objects it reads.
+    Up to one process per idle core (:func:`idle_cpus`): reading (torch's accessors,
+    under the GIL) is the slow part, formatting on the writer thread costs a fraction of
+    it; where other work keeps the cores busy, a second process only adds the fork's work.
+    Workers read torch's activities without writing them (``direct``), so a worker costs
+    its own pipeline and nothing per activity it reads. Activities whose accessors are
+    Python code (``direct`` false) are read by one process: each worker would copy the
+    objects it reads.
     """
     if not can_fork() or not direct:
         return 1
     fastest = round(math.sqrt(activities / FORK_COST_ACTIVITIES))
-    workers = max(1, min(available_cpus(), MAX_DEFAULT_WORKERS, fastest))
+    workers = max(1, min(idle_cpus(), MAX_DEFAULT_WORKERS, fastest))
     while workers > 1 and memory_estimate(activities, workers, direct) > memory_budget(
         activities, workers
     ):
