@@ -37,7 +37,7 @@ import time
 from collections import defaultdict
 from typing import Any, ClassVar
 
-import benchlib  # noqa: F401  (puts tests/ on sys.path)
+import benchlib
 
 from kinetrace import _bench, _export, _extract, _kinetrace, _workers
 
@@ -330,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     install()
+    free_before = benchlib.free_cores()
     counts: list[int | str] = [int(w) for w in args.workers.split(",")]
     if args.stock:
         counts.append("stock")
@@ -354,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
                 gc.collect()
     cpus = len(os.sched_getaffinity(0))
     load = os.getloadavg()
+    free = benchlib.free_cores()
     payload = {}
     for w in counts:
         summary = summarize(runs[w])
@@ -361,14 +363,23 @@ def main(argv: list[str] | None = None) -> int:
         name = "stock torch" if w == "stock" else f"workers={w}"
         title = (
             f"\n{n} activities, .{args.format}, {name}, {cpus} core(s), "
-            f"median of {args.rounds} rounds; load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
+            f"median of {args.rounds} rounds; load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}, "
+            f"{free_before:.1f} / {free:.1f} cores free before / after"
         )
         print(format_table(title, summary))
     print("\n".join(efficiency_report(runs)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
-                {"activities": n, "cpus": cpus, "load": load, "runs": payload, "raw": runs}, f
+                {
+                    "activities": n,
+                    "cpus": cpus,
+                    "load": load,
+                    "free_cores": [free_before, free],
+                    "runs": payload,
+                    "raw": runs,
+                },
+                f,
             )
     return 0
 

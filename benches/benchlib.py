@@ -219,6 +219,37 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+def free_cores(seconds: float = 0.5) -> float:
+    """How many cores this run can have right now: one spinning process per usable core
+    for ``seconds``, their CPU time over the wall time (2.0 on an idle 2-core machine, ~1 when
+    other work keeps one core busy). The load average lags by a minute and counts the
+    benchmark itself; this does not."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if not hasattr(os, "fork"):
+        return float(cores)
+    read, write = os.pipe()
+    pids = []
+    for _ in range(cores):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            try:
+                start, cpu0 = time.perf_counter(), time.process_time()
+                while time.perf_counter() - start < seconds:
+                    pass
+                os.write(write, f"{time.process_time() - cpu0:.4f}\n".encode())
+            finally:
+                os._exit(0)
+        pids.append(pid)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 4096):
+        data += chunk
+    os.close(read)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return sum(float(x) for x in data.split()) / seconds
+
+
 def machine_facts() -> dict[str, Any]:
     """Where and when a run happened: cores, CPU model, memory, load, versions, commit."""
     import torch
@@ -233,6 +264,7 @@ def machine_facts() -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "memory_bytes": _memory_bytes(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "free_cores": round(free_cores(), 2),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "kinetrace": kinetrace.__version__,
@@ -243,7 +275,10 @@ def machine_facts() -> dict[str, Any]:
 
 def _load_text(m: dict[str, Any]) -> str:
     load = m.get("load_average")
-    return f", load average {load[0]:.1f} at the start" if load else ""
+    text = f", load average {load[0]:.1f} at the start" if load else ""
+    if m.get("free_cores") is not None:
+        text += f" ({m['free_cores']:.1f} cores free)"
+    return text
 
 
 def _cell(value: float | None, fmt: str) -> str:
