@@ -223,31 +223,21 @@ def free_cores(seconds: float = 0.5) -> float:
     """How many cores this run can have right now: one spinning process per usable core
     for ``seconds``, their CPU time over the wall time (2.0 on an idle 2-core machine, ~1 when
     other work keeps one core busy). The load average lags by a minute and counts the
-    benchmark itself; this does not."""
+    benchmark itself; this does not. The spinners are fresh interpreters, not forks of this
+    process (a fork of a process with torch's threads can block on a lock one of them held)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    if not hasattr(os, "fork"):
-        return float(cores)
-    read, write = os.pipe()
-    pids = []
-    for _ in range(cores):
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover (the child)
-            try:
-                start, cpu0 = time.perf_counter(), time.process_time()
-                while time.perf_counter() - start < seconds:
-                    pass
-                os.write(write, f"{time.process_time() - cpu0:.4f}\n".encode())
-            finally:
-                os._exit(0)
-        pids.append(pid)
-    os.close(write)
-    data = b""
-    while chunk := os.read(read, 4096):
-        data += chunk
-    os.close(read)
-    for pid in pids:
-        os.waitpid(pid, 0)
-    return sum(float(x) for x in data.split()) / seconds
+    spin = (
+        "import time\n"
+        "start, cpu = time.perf_counter(), time.process_time()\n"
+        f"while time.perf_counter() - start < {seconds}:\n"
+        "    pass\n"
+        "print(time.process_time() - cpu)\n"
+    )
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True)
+        for _ in range(cores)
+    ]
+    return sum(float(p.communicate()[0]) for p in spinners) / seconds
 
 
 def machine_facts() -> dict[str, Any]:
