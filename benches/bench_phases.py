@@ -233,24 +233,22 @@ def phase(records: list[list[Any]], label: str) -> float:
 
 
 def model(serial: float, fork: float, read: float, contention: float, n: int) -> float:
-    """Seconds of an export with ``n`` processes (``kinetrace._workers.slice_bounds``): the
-    parent forks its workers one after the other (``fork`` each) and then reads the largest
-    slice, a fork's worth more than each worker (a worker takes about a fork's time to
-    leave, which the parent waits for); all read slowed by ``contention``. ``serial`` is
-    everything outside the reading (``trace_activities()``, freeing the list, the header,
-    the file's end)."""
+    """Seconds of an export with ``n`` processes: the parent forks its workers one after the
+    other (``fork`` each) and then reads its first pass; the second passes start together
+    after the base-time exchange; every process reads an equal share of ``read`` (the
+    one-process reading), slowed by ``contention``. ``serial`` is everything outside the
+    reading (``trace_activities()``, freeing the list, the header, the file's end)."""
     if n == 1:
         return serial + read
-    return serial + (n - 1) * fork * (1 + 1 / n) + read * (1 + contention) / n
+    return serial + (n - 1) * fork + read * (1 + contention) / n
 
 
 def model_reading_efficiency(fork: float, read: float, contention: float, n: int) -> float:
     """The reading's efficiency by the same model: its span runs from the first worker's
-    start (after one fork) to the parent's end."""
+    start (after one fork) to the end of the second passes."""
     if n == 1:
         return 1.0
-    span = (n - 2) * fork + (n - 1) * fork / n + read * (1 + contention) / n
-    return read / (n * span)
+    return read / (n * ((n - 2) * fork + read * (1 + contention) / n))
 
 
 def efficiency_report(runs: dict[Any, list[list[list[Any]]]]) -> list[str]:
@@ -270,14 +268,13 @@ def efficiency_report(runs: dict[Any, list[list[list[Any]]]]) -> list[str]:
         tn = med(whole(r) for r in runs[n])
         readn = med(reading_span(r) for r in runs[n])
         fork = med(phase(r, "fork") / (n - 1) for r in runs[n])
-        contention = (readn - (n - 2) * fork - (n - 1) * fork / n) * n / read1 - 1
+        contention = (readn - (n - 2) * fork) * n / read1 - 1
         lines.append(
             f"  N={n}: whole export {t1:.3f} s -> {tn:.3f} s: {t1 / (n * tn):.0%}; "
             f"reading {read1:.3f} s -> {readn:.3f} s: {read1 / (n * readn):.0%}"
         )
     lines.append(
-        f"model: T(N) = serial + (N-1) fork (1 + 1/N) + read (1 + c) / N, measured serial "
-        f"{serial:.3f} s, "
+        f"model: T(N) = serial + (N-1) fork + read (1 + c) / N, measured serial {serial:.3f} s, "
         f"fork {fork:.3f} s, read {read1:.3f} s, c {contention:.2f} (at N={counts[-1]}):"
     )
     for n in (1, 2, 4, 8, 16):

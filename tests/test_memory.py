@@ -62,7 +62,7 @@ def test_peak_memory_is_bounded(tmp_path, n, record_property):
 @pytest.mark.parametrize("workers", [None, 4])
 def test_workers_keep_the_memory_budget(tmp_path, record_property, workers):
     """A real torch profile of ~100k activities: the default forks on a 16-core host (two
-    processes: ``sqrt(102k / 20k)``), and an explicit ``workers=4`` as well; the whole
+    processes: ``sqrt(102k / 30k)``), and an explicit ``workers=4`` as well; the whole
     export (every process, read while the workers are held at their exit) stays within
     64 MiB + 64 bytes an activity. torch's activities are read without being written, so
     a worker costs its own pipeline (~6-9 MiB measured) and nothing per activity; the

@@ -58,11 +58,11 @@ __all__ = [
     "memory_estimate",
 ]
 
-#: A fork costs the parent about the time it takes to read this many activities (~45 ms
-#: for a 1.5 GB training process, reading ~2.4 us an activity; ARCHITECTURE.md, "Where the
-#: time goes"). The parent forks its workers one after the other, so N processes take about
+#: A fork costs the parent about the time it takes to read this many activities (~50 ms
+#: for a process of ~1.2 GB, reading ~1.7 us an activity; ARCHITECTURE.md, "Where the time
+#: goes"). The parent forks its workers one after the other, so N processes take about
 #: ``(N - 1) * fork + read / N``: fastest at ``N = sqrt(activities / FORK_COST_ACTIVITIES)``.
-FORK_COST_ACTIVITIES = 20_000
+FORK_COST_ACTIVITIES = 30_000
 #: Default cap on processes.
 MAX_DEFAULT_WORKERS = 16
 
@@ -139,8 +139,8 @@ def idle_cpus() -> int:
 
 def default_workers(activities: int, direct: bool = True) -> int:
     """Processes used when the caller does not say: as many as make the export fastest by
-    the model above (``sqrt(activities / FORK_COST_ACTIVITIES)``, rounded: one below ~45k
-    activities, two from there, four at 300k, ten at 2M), at most one per core available
+    the model above (``sqrt(activities / FORK_COST_ACTIVITIES)``, rounded: one below ~68k
+    activities, two from there, three at 300k, eight at 2M), at most one per core available
     and :data:`MAX_DEFAULT_WORKERS`, and no more than keep the whole export within
     :func:`memory_budget`.
 
@@ -164,22 +164,12 @@ def default_workers(activities: int, direct: bool = True) -> int:
 
 
 def slice_bounds(activities: int, workers: int) -> list[int]:
-    """Where the slices of ``workers`` processes begin and end (slice 0 is the parent's),
-    sized so that all finish together: the second passes start together (after the base-time
-    exchange), and a worker that is done still takes about a fork's time to leave, which the
-    parent waits for before it frees the activities. So each worker reads
-    :data:`FORK_COST_ACTIVITIES` fewer activities than the parent; where that would leave a
-    worker fewer than that many, the slices are equal."""
-    d = FORK_COST_ACTIVITIES
-    worker = (activities - d) // workers
-    if workers == 1 or worker < d:
-        sizes = [activities // workers] * workers
-    else:
-        sizes = [worker + d] + [worker] * (workers - 1)
-    sizes[0] += activities - sum(sizes)
-    bounds = [0]
-    for size in sizes:
-        bounds.append(bounds[-1] + size)
+    """Where the slices of ``workers`` processes begin and end (slice 0 is the parent's):
+    equal. The second passes start together (after the base-time exchange), and measured on
+    an idle machine a worker that is done leaves while the parent still reads (its share
+    of the reading costs it ~5% more, its writer splicing beside it), so equal slices finish
+    within a few percent of each other."""
+    bounds = [activities * i // workers for i in range(workers + 1)]
     return bounds
 
 
