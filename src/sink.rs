@@ -372,26 +372,31 @@ fn resolve_links(path: &Path) -> Result<(PathBuf, Option<fs::Metadata>)> {
     Err(io_error("cannot resolve", path, too_many_links()))
 }
 
-/// Opens the file to write: the destination itself when it exists and is not a regular
-/// file, else a new temporary file beside the destination (beside a symlink's target, so
-/// the link keeps pointing at the trace). A file that will replace an existing one gets
-/// that file's permissions.
-fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
+/// Where a destination is written.
+pub(crate) enum Destination {
+    /// In place: it exists and is not a regular file (a FIFO, a device).
+    InPlace,
+    /// Through a new file renamed over `target` (the destination, or the file its symlink
+    /// names), which is in `dir`; `existing`: the permissions of the file there now.
+    Replace {
+        target: PathBuf,
+        dir: PathBuf,
+        existing: Option<fs::Permissions>,
+    },
+}
+
+/// Where `path` is written (see [`Destination`]): a directory is refused, and so is an
+/// existing file the caller may not write (mode 0444), with the kernel's own check.
+pub(crate) fn resolve_destination(path: &Path) -> Result<Destination> {
     let (target, existing) = resolve_links(path)?;
     match &existing {
         Some(meta) if meta.is_dir() => {
             return Err(io_error("cannot write", path, is_a_directory()));
         }
-        Some(meta) if !meta.is_file() => {
-            let file = OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(|e| io_error("cannot open", path, e))?;
-            return Ok((file, None));
-        }
+        Some(meta) if !meta.is_file() => return Ok(Destination::InPlace),
         Some(_) => {
-            // The rename would replace a file the caller may not write (mode 0444):
-            // refuse as opening it for writing would, with the kernel's own check.
+            // The rename would replace a file the caller may not write: refuse as opening
+            // it for writing would.
             OpenOptions::new()
                 .write(true)
                 .open(&target)
@@ -402,6 +407,32 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
+    };
+    Ok(Destination::Replace {
+        target,
+        dir,
+        existing: existing.map(|meta| meta.permissions()),
+    })
+}
+
+/// Opens the file to write: the destination itself when it exists and is not a regular
+/// file, else a new temporary file beside the destination (beside a symlink's target, so
+/// the link keeps pointing at the trace). A file that will replace an existing one gets
+/// that file's permissions.
+fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
+    let (target, dir, existing) = match resolve_destination(path)? {
+        Destination::InPlace => {
+            let file = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| io_error("cannot open", path, e))?;
+            return Ok((file, None));
+        }
+        Destination::Replace {
+            target,
+            dir,
+            existing,
+        } => (target, dir, existing),
     };
     let file_name = target
         .file_name()
@@ -430,8 +461,8 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
                     target,
                     committed: false,
                 };
-                if let Some(meta) = &existing {
-                    file.set_permissions(meta.permissions())
+                if let Some(permissions) = &existing {
+                    file.set_permissions(permissions.clone())
                         .map_err(|e| io_error("cannot set permissions of", path, e))?;
                 }
                 return Ok((file, Some(temp)));

@@ -152,6 +152,12 @@ def export_via_kineto(
     # Ctrl-C lands right after os.mkdir.
     scratches: list[str] = []
     try:
+        beside = _in_place_directory(trace_name) if level is None else None
+        if beside is not None:
+            target = os.path.join(_private_dir(beside, scratches, trace_name), _TRACE_FILE)
+            rename = _trace_name_rewrite(target, trace_name)
+            counts = _save_in_place(result, target, trace_name, rename, members)
+            return _stats(counts, started, trace_name)
         target = os.path.join(_private_dir(tempfile.gettempdir(), scratches), _TRACE_FILE)
         fifos = _make_fifos(target)
         if fifos is None:
@@ -160,7 +166,7 @@ def export_via_kineto(
                 raise FileNotFoundError(
                     errno.ENOENT, f"cannot write {trace_name}: no such directory", parent
                 )
-            target = os.path.join(_private_dir(parent, scratches), _TRACE_FILE)
+            target = os.path.join(_private_dir(parent, scratches, trace_name), _TRACE_FILE)
             rename = _trace_name_rewrite(target, trace_name)
             result.save(target)
             counts = _stream_saved_file(target, trace_name, level, threads, rename, members)
@@ -171,6 +177,10 @@ def export_via_kineto(
             )
     finally:
         _remove_dirs(scratches)
+    return _stats(counts, started, trace_name)
+
+
+def _stats(counts: tuple[int, int, int], started: float, trace_name: str) -> ExportStats:
     events, text_bytes, file_bytes = counts
     return ExportStats(
         events=events,
@@ -179,6 +189,55 @@ def export_via_kineto(
         seconds=time.perf_counter() - started,
         path=trace_name,
     )
+
+
+def _in_place_directory(trace_name: str) -> str | None:
+    """Where the private directory for a plain destination goes (beside the file the
+    destination names), or None where the FIFOs are used instead: a destination written
+    in place (an existing FIFO or device), a system without FIFOs' POSIX semantics, or a
+    directory whose name Kineto would not write as a plain JSON string (a quote, a
+    backslash, a control character, text that is not UTF-8): Kineto writes the path it is
+    given into the trace, and it must be found there again to be replaced. Raises OSError
+    naming the destination for one that cannot be written."""
+    if os.name != "posix":
+        return None
+    directory = _kinetrace._FallbackFile.directory(trace_name)
+    if directory is None:
+        return None
+    text = os.fsdecode(os.path.abspath(directory))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if '"' in text or "\\" in text or not text.isprintable():
+        return None
+    return text
+
+
+def _save_in_place(
+    result: Any,
+    target: str,
+    trace_name: str,
+    rename: tuple[bytes, bytes],
+    members: list[tuple[str, str]],
+) -> tuple[int, int, int]:
+    """``save`` into ``target`` (a private file beside the destination), checked while
+    Kineto writes it, then edited and renamed over the destination."""
+    stream = None
+    try:
+        stream = _kinetrace._FallbackFile(target, trace_name, rename, members)
+        result.save(target)
+        counts = stream.finish()
+    finally:
+        # abort() first, and nothing before it that runs Python code (see _stream_fifos).
+        if stream is not None:
+            stream.abort()
+    if counts is None:
+        raise RuntimeError(
+            f"torch's _ProfilerResult.save() wrote no trace (nothing arrived at {target}); "
+            f"{trace_name} was not written"
+        )
+    return counts
 
 
 def _metadata_members(metadata: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -191,10 +250,11 @@ def _metadata_members(metadata: Mapping[str, Any] | None) -> list[tuple[str, str
     ]
 
 
-def _private_dir(parent: str, made: list[str]) -> str:
+def _private_dir(parent: str, made: list[str], destination: str | None = None) -> str:
     """A new directory only this user can enter (mode 0700), under ``parent``. Its name is
     appended to ``made`` before it is created (a name whose creation failed stays there:
-    removing what does not exist does nothing)."""
+    removing what does not exist does nothing). An error names ``destination`` when given
+    (the directory is made beside it)."""
     while True:
         name = os.path.join(parent, f".kinetrace-{secrets.token_hex(8)}")
         made.append(name)
@@ -203,6 +263,12 @@ def _private_dir(parent: str, made: list[str]) -> str:
         except FileExistsError:  # not ours: never removed
             made.pop()
             continue
+        except OSError as exc:
+            if destination is None or exc.errno is None:
+                raise
+            raise type(exc)(
+                exc.errno, f"cannot write {destination}: {exc.strerror}", destination
+            ) from exc
         return name
 
 
