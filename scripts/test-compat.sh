@@ -48,7 +48,7 @@ for combo in "${COMBINATIONS[@]}"; do
   log "compat: torch ${combo%/*} on Python ${combo#*/}"
   if "$dir/bin/python" -m pytest -q -p no:cacheprovider tests/compat; then
     log "compat: torch ${combo%/*} on Python ${combo#*/} passed ($((SECONDS - started)) s); timings:"
-    "$dir/bin/python" benches/compat_timing.py --iterations "${KINETRACE_COMPAT_ITERATIONS:-10000}"
+    "$dir/bin/python" benches/compat_timing.py --compare --iterations "${KINETRACE_COMPAT_ITERATIONS:-10000}"
   else
     failed+=("$combo")
   fi

@@ -1,27 +1,34 @@
-"""torch < 2.13 (no ``_ProfilerResult.trace_activities()``): Kineto's own writer, streamed.
+"""torch < 2.13 (no ``_ProfilerResult.trace_activities()``): Kineto's own writer.
 
 ``result.save(p)`` (Kineto's C++ ChromeTraceLogger) is the only exporter those versions have.
-kinetrace points it at FIFOs in a private temporary directory (mode 0700, in the system's
-temporary directory: FIFOs hold no data) and streams what arrives, from Rust threads that
-never need the GIL (``save`` holds it throughout), into the destination: written atomically
-(or directly, for an existing FIFO or ``/dev/null``), and for ``.gz`` through the parallel
-single-member gzip encoder. No file as large as the trace is written.
+``save`` holds the GIL throughout, so what kinetrace does meanwhile runs on Rust threads.
 
-The file is Kineto's format, not torch's Python-exporter format, made strict JSON on the
-way (see ``kinetrace._kinetrace._FallbackStream``): quotes Kineto leaves unescaped in names
-are escaped, and the text is validated, so an export whose trace is still not strict JSON
-raises instead of writing it. ``traceName`` names the destination rather than the FIFO.
-Metadata kinetrace carries itself (``kinetrace.profile.add_metadata`` on these versions,
-and the ``metadata`` argument) is written as top-level keys exactly as given; Kineto's own
-metadata passes through Kineto, which writes every ``\\`` in a value as ``/``. Kineto
-also writes a ``\\`` in a name as ``/`` and a name with a tab or non-ASCII character as
-``"unknown"``; kinetrace cannot recover those names.
+A plain ``.json`` (see ``kinetrace._kinetrace._FallbackFile``): Kineto writes into a private
+directory (mode 0700) beside the destination's target, at its own speed, while a thread reads
+and checks what it wrote; when ``save`` returns, the file is edited where it lies (only from
+the first change on) and renamed over the destination. A destination written in place (an
+existing FIFO or device), a directory whose name Kineto would not write as a plain JSON string,
+or a system other than POSIX takes the next way instead.
 
-Kineto writes ``p + ".tmp"`` and renames it over ``p`` (torch 2.15) or writes ``p`` itself
-(older Kineto), so there is a FIFO at each; exactly one must receive the trace. Should
-Kineto leave a regular file instead (a writer that replaces the FIFO), that file is
-streamed into the destination after ``save``. Where FIFOs are unavailable (Windows, or a
-filesystem without them), ``save`` writes a regular temporary file beside the destination,
+``.json.gz`` (see ``kinetrace._kinetrace._FallbackStream``): FIFOs in a private directory
+(mode 0700, in the system's temporary directory: FIFOs hold no data) whose text is streamed
+into the destination: written atomically (or directly, for an existing FIFO or ``/dev/null``)
+through the parallel single-member gzip encoder. No file as large as the trace is written.
+
+The file is Kineto's format, not torch's Python-exporter format, made strict JSON: quotes
+Kineto leaves unescaped in names are escaped, and the text is validated, so an export whose
+trace is still not strict JSON raises instead of writing it. ``traceName`` names the
+destination rather than the private file. Metadata kinetrace carries itself
+(``kinetrace.profile.add_metadata`` on these versions, and the ``metadata`` argument) is
+written as top-level keys exactly as given; Kineto's own metadata passes through Kineto, which
+writes every ``\\`` in a value as ``/``. Kineto also writes a ``\\`` in a name as ``/`` and a
+name with a tab or non-ASCII character as ``"unknown"``; kinetrace cannot recover those names.
+
+Kineto writes ``p + ".tmp"`` and renames it over ``p`` (torch 2.11 to 2.15) or writes ``p``
+itself (older Kineto), so there is a file (or FIFO) at each; exactly one must receive the
+trace. Should Kineto leave a regular file of its own instead (a writer that replaces the
+FIFO or the file), that file is used after ``save``. Where FIFOs are unavailable (Windows, or
+a filesystem without them), ``save`` writes a regular temporary file beside the destination,
 which is then streamed (compressed for ``.gz``) into place and removed: there, a full-size
 copy exists while the export runs.
 
