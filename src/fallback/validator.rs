@@ -39,6 +39,52 @@ pub(crate) fn not_strict(message: String) -> Error {
 const FAST_FROM: usize = 8;
 const FAST_DEPTH: usize = 32;
 
+/// [`Validator::number`] without its messages: the offset after the number at `at`, or
+/// None (invalid, or reaching the end of the piece, where it may go on).
+#[inline]
+fn fast_number(buf: &[u8], at: usize) -> Option<usize> {
+    let digits = |mut k: usize| {
+        while k < buf.len() && buf[k].is_ascii_digit() {
+            k += 1;
+        }
+        k
+    };
+    let mut i = at;
+    if buf[i] == b'-' {
+        i += 1;
+    }
+    match *buf.get(i)? {
+        b'0' if buf.get(i + 1)?.is_ascii_digit() => return None,
+        b'0' => i += 1,
+        b'1'..=b'9' => i = digits(i + 1),
+        _ => return None,
+    }
+    if *buf.get(i)? == b'.' {
+        if !buf.get(i + 1)?.is_ascii_digit() {
+            return None;
+        }
+        i = digits(i + 2);
+    }
+    if matches!(*buf.get(i)?, b'e' | b'E') {
+        i += 1;
+        if matches!(*buf.get(i)?, b'+' | b'-') {
+            i += 1;
+        }
+        if !buf.get(i)?.is_ascii_digit() {
+            return None;
+        }
+        i = digits(i + 1);
+    }
+    buf.get(i)?;
+    Some(i)
+}
+
+/// `true`, `false` or `null` at `at`: the offset after it, or None.
+#[inline]
+fn fast_literal(buf: &[u8], at: usize, word: &[u8]) -> Option<usize> {
+    buf[at..].starts_with(word).then_some(at + word.len())
+}
+
 /// Skips whitespace from `i`.
 #[inline(always)]
 fn skip_ws(buf: &[u8], mut i: usize) -> usize {
@@ -383,12 +429,38 @@ impl Validator {
         match buf[at] {
             b'{' => self.fast_object(buf, at, depth + 1),
             b'[' => self.fast_array(buf, at, depth + 1),
-            b'"' => self.string_end(buf, at, false).ok(),
-            b'-' | b'0'..=b'9' => self.number(buf, at, false).ok(),
-            b't' => self.literal(buf, at, b"true", false).ok(),
-            b'f' => self.literal(buf, at, b"false", false).ok(),
-            b'n' => self.literal(buf, at, b"null", false).ok(),
+            b'"' => self.fast_string(buf, at),
+            b'-' | b'0'..=b'9' => fast_number(buf, at),
+            b't' => fast_literal(buf, at, b"true"),
+            b'f' => fast_literal(buf, at, b"false"),
+            b'n' => fast_literal(buf, at, b"null"),
             _ => None,
+        }
+    }
+
+    /// [`Validator::string_end`] without its messages (None: let the state machine say).
+    #[inline(always)]
+    fn fast_string(&mut self, buf: &[u8], at: usize) -> Option<usize> {
+        let mut i = at + 1;
+        loop {
+            i = plain_run_end(buf, i);
+            match *buf.get(i)? {
+                b'"' => match judge(&buf[i + 1..], false) {
+                    Verdict::End => return Some(i + 1),
+                    Verdict::Inner => {
+                        self.repairs.push(self.offset + i as u64);
+                        i += 1;
+                    }
+                    Verdict::NeedMore => return None,
+                },
+                b'\\' => match *buf.get(i + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                    b'u' if buf.get(i + 2..i + 6)?.iter().all(u8::is_ascii_hexdigit) => i += 6,
+                    _ => return None,
+                },
+                0..=0x1f => return None,
+                _ => i = self.utf8_char(buf, i).ok()?,
+            }
         }
     }
 
@@ -404,7 +476,7 @@ impl Validator {
             if *buf.get(i)? != b'"' {
                 return None;
             }
-            i = skip_ws(buf, self.string_end(buf, i, false).ok()?);
+            i = skip_ws(buf, self.fast_string(buf, i)?);
             if *buf.get(i)? != b':' {
                 return None;
             }
@@ -570,23 +642,24 @@ impl Validator {
 
     /// At a number's first byte: the offset after it.
     fn number(&self, buf: &[u8], at: usize, at_end: bool) -> Result<usize, Stop> {
-        // A byte that is not there: the number may go on in the next piece.
-        let get = |k: usize| -> Result<Option<u8>, Stop> {
+        // The byte at `k`; None past the end of the text, and a number that reaches the end
+        // of a piece may go on in the next one.
+        let byte = |k: usize| -> Result<Option<u8>, Stop> {
             match buf.get(k) {
                 Some(&b) => Ok(Some(b)),
                 None if at_end => Ok(None),
                 None => Err(Stop::Short),
             }
         };
-        let digits = |mut k: usize| -> Result<usize, Stop> {
-            while get(k)?.is_some_and(|b| b.is_ascii_digit()) {
+        let digits = |mut k: usize| {
+            while k < buf.len() && buf[k].is_ascii_digit() {
                 k += 1;
             }
-            Ok(k)
+            k
         };
-        let need_digit = |k: usize, place: &str| -> Result<(), Stop> {
-            match get(k)? {
-                Some(b'0'..=b'9') => Ok(()),
+        let need_digit = |k: usize, place: &str| -> Result<usize, Stop> {
+            match byte(k)? {
+                Some(b'0'..=b'9') => Ok(digits(k + 1)),
                 Some(b) => Err(Stop::Invalid(
                     self.fail(k, format!("expected a digit {place}, found {}", show(b))),
                 )),
@@ -599,16 +672,16 @@ impl Validator {
         if buf[i] == b'-' {
             i += 1;
         }
-        match get(i)? {
+        match byte(i)? {
             Some(b'0') => {
                 i += 1;
-                if get(i)?.is_some_and(|b| b.is_ascii_digit()) {
+                if byte(i)?.is_some_and(|b| b.is_ascii_digit()) {
                     return Err(Stop::Invalid(
                         self.fail(at, "leading zeros are not allowed in numbers"),
                     ));
                 }
             }
-            Some(b'1'..=b'9') => i = digits(i)?,
+            Some(b'1'..=b'9') => i = digits(i + 1),
             Some(b'I') => return Err(Stop::Invalid(self.fail(at, "-Infinity is not valid JSON"))),
             Some(b) => {
                 return Err(Stop::Invalid(
@@ -617,19 +690,18 @@ impl Validator {
             }
             None => return Err(Stop::Invalid(self.fail(i, "the text ends in a number"))),
         }
-        if get(i)? == Some(b'.') {
-            i += 1;
-            need_digit(i, "after the decimal point")?;
-            i = digits(i)?;
+        if byte(i)? == Some(b'.') {
+            i = need_digit(i + 1, "after the decimal point")?;
         }
-        if let Some(b'e' | b'E') = get(i)? {
+        if let Some(b'e' | b'E') = byte(i)? {
             i += 1;
-            if let Some(b'+' | b'-') = get(i)? {
+            if let Some(b'+' | b'-') = byte(i)? {
                 i += 1;
             }
-            need_digit(i, "in the exponent")?;
-            i = digits(i)?;
+            i = need_digit(i, "in the exponent")?;
         }
+        // Where the digits ran to the end of a piece, the next byte is unknown.
+        byte(i)?;
         Ok(i)
     }
 
