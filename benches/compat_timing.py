@@ -6,8 +6,8 @@
     python benches/compat_timing.py --rounds 5 --save   # this venv's row into REFERENCE
     python benches/compat_timing.py --render            # docs/supported.md's table from it
 
-Works on every torch kinetrace supports (2.11 to 2.15), so ``scripts/test-compat.sh`` runs
-it in each compatibility venv. Measured the way the main benchmark measures: every export
+Works on every torch kinetrace supports (2.11 to 2.15), so ``nox -s compat`` runs it
+in each compatibility venv. Measured the way the main benchmark measures: every export
 runs on a fresh profile of the same workload (not timed: Kineto's ``save`` works once per
 result); each round exports once with torch's own ``export_chrome_trace`` to ``.json``
 (Kineto's C++ writer) and to ``.json.gz`` (that file gzipped by torch at level 9, torch's own
@@ -182,7 +182,7 @@ def render(reference: dict[str, Any]) -> str:
         f"({first['iterations']} steps, `record_shapes`, about 60,000 activities) once per "
         "exporter and format, torch's and kinetrace's in alternating order. The ratio is "
         "torch's time over kinetrace's (above 1: kinetrace is faster); the figures per row "
-        "are in `benches/results/compat.json`. CI's short run (`scripts/test-compat.sh`, "
+        "are in `benches/results/compat.json`. CI's short run (`nox -s compat`, "
         "3 rounds) prints the same table per venv and marks a ratio that moved by more "
         "than 25% from these.",
     ]

@@ -449,12 +449,8 @@ pub(crate) fn read_trace_with(
     let mut inp = Input::new(source, progress, MAX_DEPTH);
     match walk(&mut inp, v, chunked.as_ref()) {
         Ok(()) => Ok(inp.offset()),
-        Err(Stop::Invalid(msg)) => {
-            Err(Error::InvalidArgument(format!("{}: {msg}", path.display())))
-        }
-        Err(Stop::Fatal(Error::Io { context, source })) if context == "cannot read" => {
-            Err(cannot_read(source))
-        }
+        Err(Stop::Invalid(invalid)) => Err(Error::trace_format(path, invalid)),
+        Err(Stop::Read(e)) => Err(cannot_read(e)),
         Err(Stop::Fatal(e)) => Err(e),
     }
 }
@@ -693,12 +689,11 @@ impl<'f> Chunked<'f> {
         keys: &mut Keys,
         v: &mut dyn Visitor,
     ) -> PResult<()> {
-        let fatal = |e| Stop::Fatal(Error::io("cannot read", e));
-        let starts = self.plan(inp.offset()).map_err(fatal)?;
+        let starts = self.plan(inp.offset()).map_err(Stop::Read)?;
         let chunks = starts.len() - 1;
         let (task_tx, task_rx) = mpsc::channel::<usize>();
         let task_rx = Mutex::new(task_rx);
-        let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Chunk>)>();
+        let (done_tx, done_rx) = mpsc::channel::<(usize, PResult<Chunk>)>();
         let stop = AtomicBool::new(false);
         // Buffers of chunks already told, for the workers to reuse.
         let spare: Mutex<Vec<(Vec<u8>, Vec<Indexed>)>> = Mutex::new(Vec::new());
@@ -725,7 +720,7 @@ impl<'f> Chunked<'f> {
                     // for a chunk that will not come.
                     let scanned = std::panic::catch_unwind(AssertUnwindSafe(|| {
                         self.read_into(&mut text, start, (end - start) as usize)
-                            .map_err(|e| Error::io("cannot read", e))?;
+                            .map_err(Stop::Read)?;
                         let end = scan_chunk(&text, &mut events);
                         Ok(Chunk {
                             start,
@@ -734,7 +729,8 @@ impl<'f> Chunked<'f> {
                             end,
                         })
                     }));
-                    let chunk = scanned.unwrap_or_else(|p| Err(Error::Panic(panic_message(&*p))));
+                    let chunk = scanned
+                        .unwrap_or_else(|p| Err(Stop::Fatal(Error::Panic(panic_message(&*p)))));
                     if done_tx.send((k, chunk)).is_err() {
                         return;
                     }
@@ -753,7 +749,7 @@ impl<'f> Chunked<'f> {
                 }
             };
             let result = (|| {
-                let mut arrived: BTreeMap<usize, Result<Chunk>> = BTreeMap::new();
+                let mut arrived: BTreeMap<usize, PResult<Chunk>> = BTreeMap::new();
                 let mut k = 0;
                 let mut index = 0u64;
                 loop {
@@ -787,7 +783,7 @@ impl<'f> Chunked<'f> {
                             }
                         }
                     };
-                    let chunk = chunk.map_err(Stop::Fatal)?;
+                    let chunk = chunk?;
                     let mut end = chunk.end;
                     for ev in &chunk.events {
                         let (start, len) = (ev.start as usize, ev.len as usize);

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kinetrace import _export, _extract, _kinetrace
@@ -89,7 +90,9 @@ class _PeakRss:
         return max(0, self.peak - self.base)
 
 
-def record_workload(iterations: int, *, record_shapes: bool = True, with_stack: bool = False):
+def record_workload(
+    iterations: int, *, record_shapes: bool = True, with_stack: bool = False
+) -> Any:
     """Profile ``iterations`` steps of add/mul/sum on 8x8 tensors (6 ops a step)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -169,7 +172,7 @@ def _row(
     fmt: str,
     seconds: float,
     size: int | None,
-    activities: int,
+    activities: int | None,
     note: str = "",
     how: str = "",
 ) -> Row:
@@ -227,7 +230,7 @@ def compare(
 
     for fmt in formats:
         path = os.path.join(out_dir, f"torch_python.{fmt}")
-        seconds = _timed(lambda p=path: prof.export_chrome_trace(p, use_python_export=True), repeat)
+        seconds = _timed(partial(prof.export_chrome_trace, path, use_python_export=True), repeat)
         how = f"prof.export_chrome_trace(path, use_python_export=True), {best}"
         rows.append(_row("torch Python", fmt, seconds, _size(path), n, how=how))
 
@@ -235,7 +238,7 @@ def compare(
         for workers in worker_counts:
             path = os.path.join(out_dir, f"kinetrace.w{workers}.{fmt}")
             seconds = _timed(
-                lambda p=path, w=workers: _export.export_chrome_trace(prof, p, workers=w), repeat
+                partial(_export.export_chrome_trace, prof, path, workers=workers), repeat
             )
             note = f"{workers} worker{'s' if workers > 1 else ''}"
             if fmt == "json.gz":
@@ -248,8 +251,8 @@ def compare(
                     continue
                 path = os.path.join(out_dir, f"kinetrace.l{level}.{fmt}")
                 seconds = _timed(
-                    lambda p=path, lv=level: _export.export_chrome_trace(
-                        prof, p, compresslevel=lv, workers=1
+                    partial(
+                        _export.export_chrome_trace, prof, path, compresslevel=level, workers=1
                     ),
                     repeat,
                 )
@@ -267,7 +270,7 @@ def compare(
             prof = record()
             stock_n = activity_count(prof)
             path = os.path.join(out_dir, f"stock.{fmt}")
-            seconds = _timed(lambda p=path, pr=prof: pr.export_chrome_trace(p), 1)
+            seconds = _timed(partial(prof.export_chrome_trace, path), 1)
             how = "prof.export_chrome_trace(path) on a profile of its own, 1 run"
             if fmt == "json.gz":
                 how += " (Kineto to a temporary .json, then gzip writelines, level 9)"
@@ -331,8 +334,6 @@ def compare_kineto_writer(
     exporters = {"stock C++": stock_export, "kinetrace": kinetrace_export}
     times: dict[tuple[str, str], list[float]] = {}
     peaks: dict[tuple[str, str], int] = {}
-    # Counted on a profile of its own: the count reads the result an export then reads.
-    activities = activity_count(record()) if has_trace_activities() else None
     for r in range(rounds):
         for k, fmt in enumerate(formats):
             order = list(exporters) if (r + k) % 2 == 0 else list(exporters)[::-1]
@@ -370,7 +371,7 @@ def compare_kineto_writer(
                     _size(path),
                     note=note,
                     peak_rss=peaks[name, fmt],
-                    activities=activities,
+                    activities=None,  # not counted: the count would read a result an export reads
                     how=how,
                 )
             )
@@ -414,6 +415,6 @@ def format_table(rows: list[Row], activities: int | None = None) -> str:
         )
     lines.append("how each row was timed:")
     for r in rows:
-        count = f"; {r.activities} activities" if r.activities is not None else ""
-        lines.append(f"  {r.exporter + ' ' + r.fmt:<22} {r.how}{count}")
+        counted = "" if r.activities is None else f"; {r.activities} activities"
+        lines.append(f"  {r.exporter + ' ' + r.fmt:<22} {r.how}{counted}")
     return "\n".join(lines)

@@ -32,7 +32,7 @@ type Counts = (u64, u64, u64);
 /// `{` (a value that is not valid JSON is repaired or written as a string, as the main
 /// exporter does).
 #[pyclass(module = "kinetrace._kinetrace", name = "_FallbackStream")]
-pub struct PyFallbackStream {
+pub(crate) struct PyFallbackStream {
     stream: Mutex<Option<Stream>>,
 }
 
@@ -199,7 +199,7 @@ impl PyFallbackStream {
 /// Kineto's `"traceName"` value near the end. `metadata`: `(key, JSON text)` pairs written
 /// as top-level members after the opening `{`.
 #[pyclass(module = "kinetrace._kinetrace", name = "_FallbackFile")]
-pub struct PyFallbackFile {
+pub(crate) struct PyFallbackFile {
     inner: Mutex<Option<InPlace>>,
 }
 
@@ -256,7 +256,7 @@ impl PyFallbackFile {
     }
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyFallbackStream>()?;
     m.add_class::<PyFallbackFile>()
 }
