@@ -93,7 +93,8 @@ class KinetoStandIn:
     """Writes a real Kineto trace where Kineto would, the way ``mode`` says:
 
     ``direct``: into ``path`` (older Kineto); ``rename``: into ``path + ".tmp"``, then renamed
-    over ``path`` (torch 2.15); ``replace``: removes ``path`` and writes a regular file there;
+    over ``path`` (torch 2.11 to 2.15); ``replace``: removes whatever is at ``path`` (a FIFO)
+    and writes a regular file there;
     ``both``: into both FIFOs; ``nothing``: writes nothing; ``raise``: raises before writing.
     ``after_chunk`` runs after every 64 KiB (with the scratch directory).
     """
@@ -119,7 +120,7 @@ class KinetoStandIn:
         text = self.text.replace(quoted(self.baseline_path), quoted(path))
         if self.mode == "nothing":
             return
-        if self.mode == "replace":
+        if self.mode == "replace" and os.path.lexists(path):
             os.unlink(path)
         target = path + ".tmp" if self.mode == "rename" else path
         with open(target, "wb") as f:

@@ -4,20 +4,24 @@
 //! repairs, the event count), so little is left to do once `save` returns. Then the file is
 //! edited where it lies ([`apply_edits`]: the inner quotes escaped, the metadata members
 //! inserted, `traceName` rewritten; only the text from the first edit on is moved, and with
-//! no metadata and no repair that is the last few hundred bytes) and renamed over the
-//! destination.
+//! no metadata and no repair that is the last few hundred bytes) and moved over the
+//! destination ([`replace`]).
 //!
 //! The caller makes the private directory (mode 0700, beside the destination's target, so
-//! the rename stays on one filesystem) and removes it afterwards. [`InPlace::start`] creates
-//! the two names Kineto may write there (`trace.json` and `trace.json.tmp`: Kineto writes the
-//! second and renames it over the first) as new empty files, exclusively, and keeps them
-//! open: Kineto truncates and writes the file itself, and the thread reads what it wrote
-//! through its own descriptor. Kineto never waits for the reader (unlike a FIFO). A file
-//! that replaced them (a writer that removes the name first) is read after `save`.
+//! the rename stays on one filesystem) and removes it afterwards; nobody else can create
+//! anything in it. Kineto writes `trace.json.tmp` there and renames it over `trace.json`
+//! (torch 2.11 to 2.15), or writes `trace.json` itself (older Kineto): the reader opens
+//! whichever appears first, as Kineto creates it, and follows it through its own descriptor
+//! (the name may change under it). Kineto creates the file itself: a file made beforehand
+//! would be truncated by Kineto's open, which on ext4 makes the kernel write the whole file
+//! out when Kineto closes it (its defence for files rewritten in place), a cost stock torch
+//! never pays. Kineto never waits for the reader (unlike a FIFO). A file the reader missed
+//! (written after the names were last looked at, or under a name replaced meanwhile) is read
+//! after `save`.
 //!
-//! Nothing is renamed until the whole text was checked and edited, so a failed or
-//! interrupted export leaves the destination as it was; [`InPlace::abort`] (also on drop)
-//! stops the thread and removes the private file.
+//! Nothing is moved until the whole text was checked and edited, so a failed or interrupted
+//! export leaves the destination as it was; [`InPlace::abort`] (also on drop) stops the
+//! thread and removes the private files.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -40,9 +44,10 @@ use crate::sink::{resolve_destination, Destination};
 /// while the validator goes through it.
 const CHUNK: usize = 256 << 10;
 
-/// How long the reader sleeps when it has caught up with Kineto: it is woken at once when
-/// `save` returns, so this only sets how many wake-ups the export costs (Kineto writes a few
-/// hundred KB in this time; the reader goes through them in well under a millisecond).
+/// How long the reader sleeps when it has caught up with Kineto (or Kineto has not created
+/// its file yet): it is woken at once when `save` returns, so this only sets how many
+/// wake-ups the export costs (Kineto writes a few hundred KB in this time; the reader goes
+/// through them in well under a millisecond).
 const CAUGHT_UP: Duration = Duration::from_millis(4);
 
 /// What the reader and the export share.
@@ -53,24 +58,17 @@ struct Shared {
     cancel: AtomicBool,
 }
 
-/// The file the reader found Kineto's text in, checked to its end.
+/// The file the reader followed, checked to its end.
 struct Found {
-    /// Which of the pre-created files.
-    index: usize,
+    file: File,
     validator: Validator,
-}
-
-/// What the reader hands back: the files, and what it found in them.
-struct Report {
-    files: Vec<File>,
-    found: Result<Option<Found>>,
 }
 
 /// One export through a private file (see the module docs).
 pub(crate) struct InPlace {
     /// The names Kineto may write (`trace.json`, `trace.json.tmp`).
     names: [PathBuf; 2],
-    /// Renamed over when done: the destination, or the file its symlink names.
+    /// Moved over when done: the destination, or the file its symlink names.
     target: PathBuf,
     /// The destination as given, for messages.
     destination: PathBuf,
@@ -79,10 +77,8 @@ pub(crate) struct InPlace {
     head: Vec<u8>,
     rewrite: Option<TraceNameRewrite>,
     shared: Arc<Shared>,
-    rx: Receiver<Report>,
+    rx: Receiver<Result<Option<Found>>>,
     handle: Option<JoinHandle<()>>,
-    /// How many of `names` were created here (only those are removed).
-    created: usize,
     committed: bool,
 }
 
@@ -110,29 +106,30 @@ pub(crate) fn directory_for(dst: &Path) -> Result<Option<PathBuf>> {
     }
 }
 
-/// A new empty file at `path` (never an existing name, never through a link), open for
-/// reading and writing.
-fn create_exclusive(path: &Path) -> io::Result<File> {
-    let mut options = OpenOptions::new();
-    options.read(true).write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW);
-    }
-    options.open(path)
-}
+#[cfg(target_os = "linux")]
+const NOATIME: i32 = libc::O_NOATIME;
+#[cfg(all(unix, not(target_os = "linux")))]
+const NOATIME: i32 = 0;
 
-/// The file at `path` if it is a regular file (not followed through a link).
-fn open_regular(path: &Path) -> io::Result<File> {
-    let mut options = OpenOptions::new();
-    options.read(true).write(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW);
-    }
-    let file = options.open(path)?;
+/// Opens Kineto's file at `path` (never through a link; on Linux without access-time
+/// updates: each read of a file being written would otherwise update its access time, a
+/// journal transaction that contends with Kineto's writes). `edit`: for reading and writing.
+fn open_private(path: &Path, edit: bool) -> io::Result<File> {
+    let open = |noatime: bool| {
+        let mut options = OpenOptions::new();
+        options.read(true).write(edit);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW | if noatime { NOATIME } else { 0 });
+        }
+        options.open(path)
+    };
+    let file = match open(true) {
+        // O_NOATIME needs the file's owner: a file system that maps owners otherwise.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => open(false)?,
+        other => other?,
+    };
     if !file.metadata()?.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
@@ -151,9 +148,62 @@ fn identity(_meta: &fs::Metadata) -> Option<(u64, u64)> {
     None
 }
 
+/// Moves `from` over `to`, atomically: whoever opens `to` finds the old file or the new one.
+///
+/// On Linux an existing regular file is exchanged with the new one (`renameat2` with
+/// `RENAME_EXCHANGE`) and then removed from the private directory, rather than replaced by a
+/// plain rename: ext4 makes a rename that replaces a file write the new file out first (so
+/// that a crash cannot leave an empty file), tens of milliseconds for a trace that would
+/// otherwise be written back later at no cost to the export. Anything else (no file there,
+/// no `renameat2`, another kind of file) is a plain rename.
+fn replace(from: &Path, to: &Path) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    if fs::symlink_metadata(to).is_ok_and(|m| m.is_file()) && exchange(from, to).is_ok() {
+        if fs::symlink_metadata(from).is_ok_and(|m| m.is_file()) {
+            let _ = fs::remove_file(from); // the old file; the caller's cleanup retries
+            return Ok(());
+        }
+        // Something else was put there meanwhile: put it back, and let rename say why not.
+        exchange(from, to)?;
+    }
+    fs::rename(from, to)
+}
+
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: two valid NUL-terminated paths that live across the call.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn two_files() -> Error {
+    Error::State(
+        "Kineto wrote its trace into more than one file, so kinetrace cannot tell which one \
+         is the trace"
+            .into(),
+    )
+}
+
 impl InPlace {
-    /// Creates `path` and `path + ".tmp"` (new, empty; the private directory must exist) for
-    /// Kineto to write into, and starts the reader. `dst`: the destination; `trace_name`:
+    /// Starts the reader of `path` and `path + ".tmp"` (which must not exist yet, in the
+    /// private directory) for Kineto to write into. `dst`: the destination; `trace_name`:
     /// the rewrite of Kineto's `"traceName"` value; `metadata`: `(key, JSON text)` pairs
     /// written as top-level members after the opening `{`.
     pub(crate) fn start(
@@ -174,93 +224,80 @@ impl InPlace {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let names = [path.to_path_buf(), PathBuf::from(tmp)];
+        for name in &names {
+            if fs::symlink_metadata(name).is_ok() {
+                return Err(Error::io(
+                    format!("cannot create a temporary file for {}", dst.display()),
+                    io::Error::from(io::ErrorKind::AlreadyExists),
+                ));
+            }
+        }
         let shared = Arc::new(Shared {
             saved: AtomicBool::new(false),
             cancel: AtomicBool::new(false),
         });
         let (tx, rx) = mpsc::channel();
-        let mut in_place = InPlace {
+        let head = head_members(metadata);
+        let handle = {
+            let (names, shared, head) = (names.clone(), Arc::clone(&shared), head.clone());
+            thread::Builder::new()
+                .name("kinetrace-fallback-file".into())
+                .spawn(move || {
+                    let found =
+                        panic::catch_unwind(AssertUnwindSafe(|| follow(&names, &shared, head)))
+                            .unwrap_or_else(|p| Err(Error::Panic(panic_message(&*p))));
+                    let _ = tx.send(found);
+                })
+                .map_err(|e| Error::io("cannot start a reader thread", e))?
+        };
+        Ok(InPlace {
             names,
             target,
             destination: dst.to_path_buf(),
             permissions: existing,
-            head: head_members(metadata),
+            head,
             rewrite: trace_name,
-            shared: Arc::clone(&shared),
+            shared,
             rx,
-            handle: None,
-            created: 0,
+            handle: Some(handle),
             committed: false,
-        };
-        let mut files = Vec::new();
-        for name in &in_place.names {
-            // A failure here leaves what was created to `abort` (on drop).
-            let file = create_exclusive(name).map_err(|e| {
-                Error::io(
-                    format!("cannot create a temporary file for {}", dst.display()),
-                    e,
-                )
-            })?;
-            files.push(file);
-            in_place.created += 1;
-        }
-        let head = in_place.head.clone();
-        let handle = thread::Builder::new()
-            .name("kinetrace-fallback-file".into())
-            .spawn(move || {
-                let mut files = files;
-                let found =
-                    panic::catch_unwind(AssertUnwindSafe(|| follow(&mut files, &shared, head)))
-                        .unwrap_or_else(|p| Err(Error::Panic(panic_message(&*p))));
-                let _ = tx.send(Report { files, found });
-            })
-            .map_err(|e| Error::io("cannot start a reader thread", e))?;
-        in_place.handle = Some(handle);
-        Ok(in_place)
+        })
     }
 
     /// After `save`: waits (calling `interrupted` every [`interrupt::POLL`]) for the reader
-    /// to reach the end, then edits the file and renames it over the destination. `None`
-    /// when Kineto wrote nothing (nothing is renamed). An error (the text is not strict
-    /// JSON, Kineto wrote two files, an interrupt) leaves the destination as it was.
+    /// to reach the end, then edits the file and moves it over the destination. `None` when
+    /// Kineto wrote nothing (nothing is moved). An error (the text is not strict JSON, Kineto
+    /// wrote two files, an interrupt) leaves the destination as it was.
     pub(crate) fn finish(&mut self, interrupted: &mut Interrupted) -> Result<Option<StreamStats>> {
         self.shared.saved.store(true, Ordering::Release);
         if let Some(handle) = &self.handle {
             handle.thread().unpark();
         }
-        let report = interrupt::wait(interrupted, |timeout| match self.rx.recv_timeout(timeout) {
-            Ok(report) => Ok(Some(report)),
+        let found = interrupt::wait(interrupted, |timeout| match self.rx.recv_timeout(timeout) {
+            Ok(found) => Ok(Some(found)),
             Err(RecvTimeoutError::Timeout) => Ok(None),
             Err(RecvTimeoutError::Disconnected) => Err(Error::Panic(
                 "the reader thread ended without reporting".into(),
             )),
         });
-        let report = match report {
-            Ok(report) => report,
-            Err(e) => {
-                self.abort();
-                return Err(e);
-            }
-        };
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
         }
-        let result = self.commit(report, interrupted);
+        let result = found.and_then(|found| self.commit(found, interrupted));
         if result.is_err() {
             self.abort();
         }
         result
     }
 
-    /// The one file Kineto wrote: (its name, the open file, its validator), or None.
+    /// The one file Kineto wrote, open for editing, and its validator; None when there is
+    /// none. `found`: what the reader followed.
     fn locate(
         &self,
-        report: Report,
+        found: Option<Found>,
         interrupted: &mut Interrupted,
     ) -> Result<Option<(PathBuf, File, Validator)>> {
-        let Report { mut files, found } = report;
-        let found = found?;
-        // Every file with text under one of the names, and the reader's file wherever it is.
+        // Every file with text under one of the names.
         let mut written: Vec<(Option<(u64, u64)>, &Path)> = Vec::new();
         for name in &self.names {
             match fs::symlink_metadata(name) {
@@ -278,66 +315,58 @@ impl InPlace {
                 Err(e) => return Err(Error::io(format!("cannot read {}", name.display()), e)),
             }
         }
-        let two = || {
-            Error::State(
-                "Kineto wrote its trace into more than one file, so kinetrace cannot tell \
-                 which one is the trace"
-                    .into(),
-            )
+        if written.len() > 1 && (written[0].0 != written[1].0 || written[0].0.is_none()) {
+            return Err(two_files());
+        }
+        let open_edit = |name: &Path| {
+            open_private(name, true)
+                .map_err(|e| Error::io(format!("cannot read {}", name.display()), e))
         };
-        for (k, file) in files.iter().enumerate() {
-            if found.as_ref().is_some_and(|f| f.index == k) {
-                continue;
-            }
-            let meta = file
-                .metadata()
-                .map_err(|e| Error::io("cannot read Kineto's output", e))?;
-            if meta.len() > 0 && !written.iter().any(|(id, _)| *id == identity(&meta)) {
-                return Err(two()); // a file with text that no name reaches any more
-            }
-        }
-        if written.len() > 1 && written[0].0 != written[1].0 {
-            return Err(two());
-        }
-        let Some(found) = found else {
-            // Kineto wrote a file of its own under one of the names (or nothing).
+        let Some(Found { file, validator }) = found else {
+            // Kineto's file appeared after the reader last looked: read it now.
             let Some(&(_, name)) = written.first() else {
                 return Ok(None);
             };
-            let mut file = open_regular(name)
-                .map_err(|e| Error::io(format!("cannot read {}", name.display()), e))?;
+            let mut file = open_edit(name)?;
             let validator = check_file(&mut file, self.head.clone(), interrupted)?;
             return Ok(Some((name.to_path_buf(), file, validator)));
         };
-        let file = files.swap_remove(found.index);
         let meta = file
             .metadata()
             .map_err(|e| Error::io("cannot read Kineto's output", e))?;
-        if meta.len() != found.validator.offset() {
+        if meta.len() != validator.offset() {
             return Err(Error::State(format!(
                 "Kineto's output changed after save returned ({} bytes read, {} now)",
-                found.validator.offset(),
+                validator.offset(),
                 meta.len()
             )));
         }
-        let name = written
+        let Some(&(_, name)) = written
             .iter()
-            .find(|(id, _)| *id == identity(&meta) && id.is_some())
-            .map(|(_, name)| name.to_path_buf());
-        match name {
-            Some(name) => Ok(Some((name, file, found.validator))),
-            None => Err(Error::State(
-                "Kineto's trace file lost its name before it could be renamed into place".into(),
-            )),
+            .find(|(id, _)| id.is_some() && *id == identity(&meta))
+        else {
+            // Text under a name that is not the file the reader followed, or none at all.
+            if written.is_empty() {
+                return Err(Error::State(
+                    "Kineto's trace file lost its name before it could be moved into place".into(),
+                ));
+            }
+            return Err(two_files());
+        };
+        let edit = open_edit(name)?;
+        let same = edit.metadata().ok().map(|m| identity(&m)) == Some(identity(&meta));
+        if !same {
+            return Err(two_files());
         }
+        Ok(Some((name.to_path_buf(), edit, validator)))
     }
 
     fn commit(
         &mut self,
-        report: Report,
+        found: Result<Option<Found>>,
         interrupted: &mut Interrupted,
     ) -> Result<Option<StreamStats>> {
-        let Some((name, file, mut validator)) = self.locate(report, interrupted)? else {
+        let Some((name, file, mut validator)) = self.locate(found?, interrupted)? else {
             return Ok(None);
         };
         let len = validator.offset();
@@ -388,7 +417,7 @@ impl InPlace {
             })?;
         }
         drop(file);
-        fs::rename(&name, &self.target)
+        replace(&name, &self.target)
             .map_err(|e| Error::io(format!("cannot replace {}", self.destination.display()), e))?;
         self.committed = true;
         Ok(Some(StreamStats {
@@ -398,8 +427,8 @@ impl InPlace {
         }))
     }
 
-    /// Stops and joins the reader and removes the private files (unless the trace was
-    /// renamed into place). Safe to call more than once, and after `finish`.
+    /// Stops and joins the reader and removes the private files (unless the trace was moved
+    /// into place). Safe to call more than once, and after `finish`.
     pub(crate) fn abort(&mut self) {
         self.shared.cancel.store(true, Ordering::Relaxed);
         if let Some(handle) = self.handle.take() {
@@ -408,7 +437,7 @@ impl InPlace {
         }
         while self.rx.try_recv().is_ok() {}
         if !self.committed {
-            for name in &self.names[..self.created] {
+            for name in &self.names {
                 let _ = fs::remove_file(name);
             }
         }
@@ -421,10 +450,10 @@ impl Drop for InPlace {
     }
 }
 
-/// The reader: polls the files until Kineto writes into one of them, then follows that one,
-/// checking the text as it arrives, to its end once `save` has returned. The others are
-/// left unread (`finish` checks they stayed empty).
-fn follow(files: &mut [File], shared: &Shared, head: Vec<u8>) -> Result<Option<Found>> {
+/// The reader: waits for Kineto to create one of `names`, then follows that file, checking
+/// the text as it arrives, to its end once `save` has returned. None when no file appeared
+/// before `save` returned.
+fn follow(names: &[PathBuf; 2], shared: &Shared, head: Vec<u8>) -> Result<Option<Found>> {
     let mut buf = vec![0u8; CHUNK];
     let mut filled = 0;
     let mut found: Option<Found> = None;
@@ -432,30 +461,42 @@ fn follow(files: &mut [File], shared: &Shared, head: Vec<u8>) -> Result<Option<F
         if shared.cancel.load(Ordering::Relaxed) {
             return Err(Error::Interrupted);
         }
-        // Looked at before reading: a read that finds nothing after `save` returned is the end.
+        // Looked at first: a look that finds nothing after `save` returned is the end.
         let saved = shared.saved.load(Ordering::Acquire);
-        let got = match &found {
-            Some(f) => {
-                if filled == buf.len() {
-                    buf.resize(buf.len() * 2, 0); // one token longer than the buffer
-                }
-                read_some(&mut files[f.index], &mut buf[filled..])?
-            }
+        let f = match &mut found {
+            Some(f) => f,
             None => {
-                let mut got = 0;
-                for (index, file) in files.iter_mut().enumerate() {
-                    got = read_some(file, &mut buf)?;
-                    if got > 0 {
-                        found = Some(Found {
-                            index,
-                            validator: Validator::new(head.clone()),
-                        });
-                        break;
+                // `trace.json.tmp` first: Kineto renames it over `trace.json` when done.
+                let mut opened = None;
+                for name in names.iter().rev() {
+                    match open_private(name, false) {
+                        Ok(file) => {
+                            opened = Some(file);
+                            break;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            return Err(Error::io(format!("cannot read {}", name.display()), e))
+                        }
                     }
                 }
-                got
+                match opened {
+                    Some(file) => found.insert(Found {
+                        file,
+                        validator: Validator::new(head.clone()),
+                    }),
+                    None if saved => return Ok(None),
+                    None => {
+                        thread::park_timeout(CAUGHT_UP);
+                        continue;
+                    }
+                }
             }
         };
+        if filled == buf.len() {
+            buf.resize(buf.len() * 2, 0); // one token longer than the buffer
+        }
+        let got = read_some(&mut f.file, &mut buf[filled..])?;
         if got == 0 {
             if saved {
                 break;
@@ -464,7 +505,6 @@ fn follow(files: &mut [File], shared: &Shared, head: Vec<u8>) -> Result<Option<F
             continue;
         }
         filled += got;
-        let f = found.as_mut().expect("a file received text");
         let used = f.validator.feed(&buf[..filled]).map_err(not_strict)?;
         buf.copy_within(used..filled, 0);
         filled -= used;
@@ -680,7 +720,12 @@ mod tests {
     fn in_file(dir: &Path, text: &[u8]) -> File {
         let path = dir.join("edit.json");
         let _ = fs::remove_file(&path);
-        let mut file = create_exclusive(&path).unwrap();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
         file.write_all(text).unwrap();
         file
     }
@@ -733,6 +778,44 @@ mod tests {
         }
         let file = in_file(&dir, b"{}");
         assert_eq!(apply_edits(&file, 2, &[], &mut never).unwrap(), 2);
+    }
+
+    #[test]
+    fn replace_moves_the_file_over_whatever_rename_would_replace() {
+        let dir = scratch("in-place-replace");
+        let new = |text: &[u8]| {
+            let from = dir.join("from");
+            fs::write(&from, text).unwrap();
+            from
+        };
+        // Nothing there, a file (exchanged on Linux), a link (replaced, its target kept).
+        let to = dir.join("to");
+        replace(&new(b"one"), &to).unwrap();
+        assert_eq!(fs::read(&to).unwrap(), b"one");
+        replace(&new(b"two"), &to).unwrap();
+        assert_eq!(fs::read(&to).unwrap(), b"two");
+        let kept = dir.join("kept");
+        fs::write(&kept, b"kept").unwrap();
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&kept, &link).unwrap();
+        replace(&new(b"three"), &link).unwrap();
+        assert!(!fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert_eq!(fs::read(&link).unwrap(), b"three");
+        assert_eq!(fs::read(&kept).unwrap(), b"kept");
+        let mut names: Vec<_> = fs::read_dir(&*dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["kept", "link", "to"]);
+        // A directory is never replaced, nor swapped into the private directory.
+        let sub = dir.join("sub");
+        fs::create_dir(&sub).unwrap();
+        fs::write(sub.join("inside"), b"x").unwrap();
+        let from = new(b"four");
+        assert!(replace(&from, &sub).is_err());
+        assert_eq!(fs::read(sub.join("inside")).unwrap(), b"x");
+        assert_eq!(fs::read(&from).unwrap(), b"four");
     }
 
     #[test]
@@ -829,7 +912,7 @@ mod tests {
         let tmp = PathBuf::from(format!("{}.tmp", path.display()));
         let written = if how == "rename" { &tmp } else { path };
         if how == "replace" {
-            fs::remove_file(path).unwrap();
+            let _ = fs::remove_file(path); // whatever is there
         }
         let mut file = OpenOptions::new()
             .write(true)
