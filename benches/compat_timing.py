@@ -30,6 +30,7 @@ import os
 import platform
 import sys
 import tempfile
+import textwrap
 import warnings
 from pathlib import Path
 from typing import Any
@@ -172,21 +173,28 @@ def render(reference: dict[str, Any]) -> str:
     load = f"{min(loads):.1f} to {max(loads):.1f}" if loads else "unknown"
     lines += [
         "",
-        f"Measured {dates[0]}"
-        + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
-        + f" on {cpus} cores ({first['machine']['cpu_model']}) shared with other jobs, "
-        f"1-minute load average {load} during the runs: `python benches/compat_timing.py "
-        f"--iterations {first['iterations']} --rounds {first['rounds']} --save` in each "
-        "venv, then `--render`. Each row's figures are the medians of "
-        f"{first['rounds']} rounds; each round exports a fresh profile of the same workload "
-        f"({first['iterations']} steps, `record_shapes`, about 60,000 activities) once per "
-        "exporter and format, torch's and kinetrace's in alternating order. The ratio is "
-        "torch's time over kinetrace's (above 1: kinetrace is faster); the figures per row "
-        "are in `benches/results/compat.json`. CI's short run (`nox -s compat`, "
-        "3 rounds) prints the same table per venv and marks a ratio that moved by more "
-        "than 25% from these.",
+        _wrap(
+            f"Measured {dates[0]}"
+            + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
+            + f" on {cpus} cores ({first['machine']['cpu_model']}) shared with other jobs, "
+            f"1-minute load average {load} during the runs: `python benches/compat_timing.py "
+            f"--iterations {first['iterations']} --rounds {first['rounds']} --save` in each "
+            "venv, then `--render`. Each row's figures are the medians of "
+            f"{first['rounds']} rounds; each round exports a fresh profile of the same workload "
+            f"({first['iterations']} steps, `record_shapes`, about 60,000 activities) once per "
+            "exporter and format, torch's and kinetrace's in alternating order. The ratio is "
+            "torch's time over kinetrace's (above 1: kinetrace is faster); the figures per row "
+            "are in `benches/results/compat.json`. CI's short run (`nox -s compat`, "
+            "3 rounds) prints the same table per venv and marks a ratio that moved by more "
+            "than 25% from these."
+        ),
     ]
     return "\n".join(lines)
+
+
+def _wrap(text: str) -> str:
+    """A paragraph in lines of at most 96 characters (code spans kept whole)."""
+    return textwrap.fill(text, width=96, break_long_words=False, break_on_hyphens=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -300,7 +300,9 @@ def test_compat_table_and_comparison() -> None:
         "| 0.56x (3.10: 0.50x) | 4.00x (3.10: 4.00x) |"
     )
     assert table[4].startswith("| 2.11.0 | 3.11 | Kineto's format (fallback)")
-    assert "load average 1.5 to 2.5" in table[-1] and "medians of 5 rounds" in table[-1]
+    method = " ".join(table[table.index("") + 1 :])
+    assert "load average 1.5 to 2.5" in method and "medians of 5 rounds" in method
+    assert all(len(line) <= 96 for line in table[table.index("") + 1 :])
 
     now = _compat_row("2.11.0", "3.11", 0.7)
     lines = compat_timing.compare(now, reference, Path("compat.json"))
