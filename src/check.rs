@@ -846,7 +846,8 @@ fn top_value(raw: &[u8]) -> Option<TopValue> {
     })
 }
 
-/// The kind of error a reading stopped at, from the reader's message.
+/// The kind of error a reading stopped at, from the reader's message (the lexer's words;
+/// `structure_errors` and `every_truncation_is_an_error` pin them).
 fn error_kind(msg: &str) -> FindingKind {
     if msg.contains("corrupt gzip data") {
         FindingKind::Gzip
@@ -860,33 +861,6 @@ fn error_kind(msg: &str) -> FindingKind {
     } else {
         FindingKind::Syntax
     }
-}
-
-/// `offset N (traceEvents[I]): message` as its parts.
-pub(crate) fn parse_location(msg: &str) -> Example {
-    let parsed = (|| {
-        let rest = msg.strip_prefix("offset ")?;
-        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
-        let offset = rest[..digits].parse().ok()?;
-        let rest = &rest[digits..];
-        let (index, rest) = match rest.strip_prefix(" (traceEvents[") {
-            Some(r) => {
-                let end = r.find("])")?;
-                (Some(r[..end].parse().ok()?), &r[end + 2..])
-            }
-            None => (None, rest),
-        };
-        Some(Example {
-            offset,
-            index,
-            message: rest.strip_prefix(": ").unwrap_or(rest).to_string(),
-        })
-    })();
-    parsed.unwrap_or_else(|| Example {
-        offset: 0,
-        index: None,
-        message: msg.to_string(),
-    })
 }
 
 /// Checks the trace at `path` (see the module docs). `progress` is called with the bytes
@@ -911,13 +885,17 @@ pub(crate) fn check_path(
         c.summary.top_level_keys.push("traceEvents".into());
     }
     let mut findings: Vec<Finding> = Vec::new();
-    if let Some(msg) = &end.invalid {
-        let kind = error_kind(msg);
+    if let Some(invalid) = &end.invalid {
+        let kind = error_kind(&invalid.message);
         findings.push(Finding {
             kind,
             count: 1,
             message: kind.describe(1),
-            examples: vec![parse_location(msg)],
+            examples: vec![Example {
+                offset: invalid.offset,
+                index: invalid.event,
+                message: invalid.message.clone(),
+            }],
             tracks: Vec::new(),
             track_count: 0,
             note: None,
@@ -1048,7 +1026,8 @@ pub(crate) fn strict_json_error<R: BufRead>(reader: R) -> Result<Option<String>>
     })();
     match walked {
         Ok(()) => Ok(None),
-        Err(Stop::Invalid(msg)) => Ok(Some(msg)),
+        Err(Stop::Invalid(invalid)) => Ok(Some(invalid.to_string())),
+        Err(Stop::Read(e)) => Err(Error::io("cannot read", e)),
         Err(Stop::Fatal(e)) => Err(e),
     }
 }
@@ -1477,20 +1456,6 @@ mod tests {
             .unwrap()
             .unwrap()
             .contains("end of file"));
-    }
-
-    #[test]
-    fn locations_parse() {
-        assert_eq!(
-            parse_location("offset 12 (traceEvents[3]): bad"),
-            Example {
-                offset: 12,
-                index: Some(3),
-                message: "bad".into()
-            }
-        );
-        assert_eq!(parse_location("offset 5: x").index, None);
-        assert_eq!(parse_location("weird").message, "weird");
     }
 
     #[test]

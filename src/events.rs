@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use crate::error::{panic_message, Error, Result};
 use crate::interrupt::POLL;
-use crate::lexer::{Input, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
+use crate::lexer::{Input, Invalid, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
 use crate::members::Source;
 use crate::scan::{self, Scanner};
 
@@ -478,7 +478,7 @@ pub(crate) fn read_trace_with(
     let end = scan_trace(path, v, progress, options)?;
     match end.invalid {
         None => Ok(end.json_bytes),
-        Some(msg) => Err(Error::InvalidArgument(format!("{}: {msg}", path.display()))),
+        Some(invalid) => Err(Error::trace_format(path, invalid)),
     }
 }
 
@@ -489,9 +489,8 @@ pub(crate) struct ReadEnd {
     pub(crate) json_bytes: u64,
     /// Gzip members started (0 for plain JSON).
     pub(crate) gzip_members: u32,
-    /// Why the text is not a trace, where reading stopped (the message starts with the
-    /// offset and, inside `traceEvents`, the event's index); `None` when it all read.
-    pub(crate) invalid: Option<String>,
+    /// Why the text is not a trace, where reading stopped; `None` when it all read.
+    pub(crate) invalid: Option<Invalid>,
 }
 
 /// Reads the trace at `path` once, telling `v` about it, up to its end or to where it is not
@@ -513,10 +512,8 @@ pub(crate) fn scan_trace(
     let mut inp = Input::new(source, progress, MAX_DEPTH);
     let invalid = match walk(&mut inp, v, chunked.as_ref()) {
         Ok(()) => None,
-        Err(Stop::Invalid(msg)) => Some(msg),
-        Err(Stop::Fatal(Error::Io { context, source })) if context == "cannot read" => {
-            return Err(cannot_read(source))
-        }
+        Err(Stop::Invalid(invalid)) => Some(invalid),
+        Err(Stop::Read(e)) => return Err(cannot_read(e)),
         Err(Stop::Fatal(e)) => return Err(e),
     };
     Ok(ReadEnd {
@@ -760,12 +757,11 @@ impl<'f> Chunked<'f> {
         keys: &mut Keys,
         v: &mut dyn Visitor,
     ) -> PResult<()> {
-        let fatal = |e| Stop::Fatal(Error::io("cannot read", e));
-        let starts = self.plan(inp.offset()).map_err(fatal)?;
+        let starts = self.plan(inp.offset()).map_err(Stop::Read)?;
         let chunks = starts.len() - 1;
         let (task_tx, task_rx) = mpsc::channel::<usize>();
         let task_rx = Mutex::new(task_rx);
-        let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Chunk>)>();
+        let (done_tx, done_rx) = mpsc::channel::<(usize, PResult<Chunk>)>();
         let stop = AtomicBool::new(false);
         // Buffers of chunks already told, for the workers to reuse.
         let spare: Mutex<Vec<(Vec<u8>, Vec<Indexed>)>> = Mutex::new(Vec::new());
@@ -792,7 +788,7 @@ impl<'f> Chunked<'f> {
                     // for a chunk that will not come.
                     let scanned = std::panic::catch_unwind(AssertUnwindSafe(|| {
                         self.read_into(&mut text, start, (end - start) as usize)
-                            .map_err(|e| Error::io("cannot read", e))?;
+                            .map_err(Stop::Read)?;
                         let end = scan_chunk(&text, &mut events);
                         Ok(Chunk {
                             start,
@@ -801,7 +797,8 @@ impl<'f> Chunked<'f> {
                             end,
                         })
                     }));
-                    let chunk = scanned.unwrap_or_else(|p| Err(Error::Panic(panic_message(&*p))));
+                    let chunk = scanned
+                        .unwrap_or_else(|p| Err(Stop::Fatal(Error::Panic(panic_message(&*p)))));
                     if done_tx.send((k, chunk)).is_err() {
                         return;
                     }
@@ -820,7 +817,7 @@ impl<'f> Chunked<'f> {
                 }
             };
             let result = (|| {
-                let mut arrived: BTreeMap<usize, Result<Chunk>> = BTreeMap::new();
+                let mut arrived: BTreeMap<usize, PResult<Chunk>> = BTreeMap::new();
                 let mut k = 0;
                 let mut index = 0u64;
                 loop {
@@ -854,7 +851,7 @@ impl<'f> Chunked<'f> {
                             }
                         }
                     };
-                    let chunk = chunk.map_err(Stop::Fatal)?;
+                    let chunk = chunk?;
                     let mut end = chunk.end;
                     for ev in &chunk.events {
                         let (start, len) = (ev.start as usize, ev.len as usize);

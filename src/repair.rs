@@ -835,7 +835,7 @@ fn tolerant_pass(
         Error::Io { context, source } if context == "cannot read" => {
             Error::io(format!("cannot read {}", src.display()), source)
         }
-        Error::InvalidArgument(msg) => Error::InvalidArgument(format!("{}: {msg}", src.display())),
+        Error::InvalidArgument(msg) => Error::not_a_trace(src, msg),
         other => other,
     };
     t.document().map_err(named)?;

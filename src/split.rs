@@ -289,11 +289,13 @@ fn renamed(key: &[u8], trace_name: Option<&str>) -> Option<Vec<u8>> {
 fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()> {
     *total += n;
     if *total > MAX_KEPT_TEXT {
-        return Err(Error::InvalidArgument(format!(
-            "{}: more than {} MiB of {what}: not a trace this tool can cut",
-            path.display(),
-            MAX_KEPT_TEXT >> 20
-        )));
+        return Err(Error::not_a_trace(
+            path,
+            format!(
+                "more than {} MiB of {what}: not a trace this tool can cut",
+                MAX_KEPT_TEXT >> 20
+            ),
+        ));
     }
     Ok(())
 }
@@ -492,12 +494,13 @@ pub(crate) fn filter(
     };
     let json_bytes_read = read_trace(src, &mut state, progress)?;
     if state.kept == 0 {
-        let what = if spec.is_everything() {
-            "the trace has no events to keep".to_string()
-        } else {
-            format!("the filter selects no events ({spec:?})")
-        };
-        return Err(Error::InvalidArgument(format!("{}: {what}", src.display())));
+        if spec.is_everything() {
+            return Err(Error::not_a_trace(src, "the trace has no events to keep"));
+        }
+        return Err(Error::InvalidArgument(format!(
+            "{}: the filter selects no events ({spec:?})",
+            src.display()
+        )));
     }
     let mut metadata_written = 0;
     let wio = |e| Error::io("cannot write the filtered trace", e);
@@ -876,10 +879,7 @@ pub(crate) fn split(
     };
     let json_bytes_read = read_trace(src, &mut survey, progress)?;
     if survey.histogram.cells.is_empty() && survey.untimed_bytes == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "{}: the trace has no events to split",
-            src.display()
-        )));
+        return Err(Error::not_a_trace(src, "the trace has no events to split"));
     }
     let overhead = (survey.header_bytes
         + survey.metadata_bytes
@@ -1528,9 +1528,12 @@ mod tests {
             let err = split(&src, &o, &mut no_progress()).unwrap_err();
             let msg = err.to_string();
             assert!(msg.contains(name) && msg.contains(want), "{name}: {msg}");
-            assert!(matches!(err, Error::InvalidArgument(_)), "{name}: {err:?}");
+            let Error::TraceFormat(found) = &err else {
+                panic!("{name}: {err:?}");
+            };
+            assert!(found.path.ends_with(name), "{name}: {found:?}");
             if name != "empty.json" {
-                assert!(msg.contains("offset "), "{msg}");
+                assert!(found.offset.is_some() && msg.contains("offset "), "{msg}");
             }
             let err = filter(
                 &src,

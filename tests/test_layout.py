@@ -13,6 +13,26 @@ PACKAGE = ROOT / "python" / "kinetrace"
 BENCHES = ROOT / "benches"
 
 
+def _module_name(path: Path) -> str:
+    """``_export`` for ``_export.py``, ``_cli`` for ``_cli/__init__.py``, ``_cli.check`` for
+    ``_cli/check.py`` (``__init__`` and ``__main__`` of the package itself keep their
+    names)."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(dotted: str, modules: set[str]) -> str | None:
+    """The package module a dotted name under ``kinetrace`` lives in (the longest match)."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        name = ".".join(parts[:end])
+        if name in modules:
+            return name
+    return None
+
+
 def _imports(path: Path, modules: set[str]) -> set[str]:
     """The package modules ``path`` imports, anywhere in the file."""
     out: set[str] = set()
@@ -20,10 +40,9 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: from . import x / from ._x import y
-                base = "kinetrace" + ("." + node.module if node.module else "")
-            else:
-                base = node.module or ""
+            if node.level:  # relative imports are not used in the package
+                raise AssertionError(f"{path}: relative import")
+            base = node.module or ""
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
@@ -31,15 +50,23 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
             parts = name.split(".")
             if parts[0] != "kinetrace":
                 continue
-            if len(parts) > 1 and parts[1] in modules:
-                out.add(parts[1])
-            elif len(parts) == 1 and isinstance(node, ast.Import):
-                out.add("__init__")
+            if len(parts) == 1:
+                if isinstance(node, ast.Import):
+                    out.add("__init__")
+                continue
+            found = _resolve(".".join(parts[1:]), modules)
+            if found is not None:
+                out.add(found)
     return out
 
 
+def package_files() -> dict[str, Path]:
+    """Every module of the package, by :func:`_module_name`."""
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
 def import_graph() -> dict[str, set[str]]:
-    files = {p.stem: p for p in PACKAGE.glob("*.py")}
+    files = package_files()
     modules = set(files)
     return {name: _imports(path, modules) - {name} for name, path in files.items()}
 
@@ -101,7 +128,7 @@ def test_every_module_serves_the_entry_points() -> None:
 def _package_names() -> set[str]:
     """Every name the package's modules use (read, call, import, attribute)."""
     used: set[str] = set()
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Name):
                 used.add(node.id)

@@ -14,6 +14,7 @@ import collections
 import gzip
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -403,12 +404,27 @@ def test_bad_input_errors_and_leaves_nothing(tmp_path):
     for name, (data, message) in cases.items():
         src = tmp_path / name
         src.write_bytes(data)
-        with pytest.raises(ValueError, match=message) as info:
+        with pytest.raises(kinetrace.TraceFormatError, match=message) as info:
             kinetrace.split_trace(src, 0.001, out_dir=out)
-        assert name in str(info.value)
-        if name != "list.json":
-            assert "offset " in str(info.value)
-        with pytest.raises(ValueError, match=message):
+        error = info.value
+        assert isinstance(error, ValueError)  # what callers caught before it existed
+        assert error.path == str(src) and str(error).startswith(f"{src}: ")
+        # The offset points into the decompressed JSON, at or before where it breaks.
+        assert error.offset is not None and 0 <= error.offset <= len(text), name
+        assert f"offset {error.offset}" in str(error)
+        if name == "nan.json":
+            assert error.event_index is not None
+            assert f"(traceEvents[{error.event_index}])" in str(error)
+        # A copy made by pickling (how a forked worker's error comes back) keeps the fields.
+        copy = pickle.loads(pickle.dumps(error))
+        assert (type(copy), str(copy), copy.path, copy.offset, copy.event_index) == (
+            type(error),
+            str(error),
+            error.path,
+            error.offset,
+            error.event_index,
+        )
+        with pytest.raises(kinetrace.TraceFormatError, match=message):
             kinetrace.filter_trace(src, out / "f.json")
         run = cli("split", str(src), "--max-mb", "0.001", "--out-dir", str(out))
         assert run.returncode == 1 and name in run.stderr and message in run.stderr
