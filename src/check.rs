@@ -116,7 +116,14 @@ impl FindingKind {
 
     /// What `count` of them mean for a viewer.
     fn describe(self, count: u64) -> String {
-        let n = count;
+        // "1 flow event", "2 flow events".
+        let n = |one: &str| {
+            if count == 1 {
+                format!("1 {one}")
+            } else {
+                format!("{count} {one}s")
+            }
+        };
         match self {
             FindingKind::Syntax => "not strict JSON: viewers refuse the file".into(),
             FindingKind::Truncated => "the JSON text ends early (a truncated file): viewers \
@@ -128,41 +135,47 @@ impl FindingKind {
             FindingKind::NotATrace => {
                 "not a trace: viewers expect a JSON object with a \"traceEvents\" array".into()
             }
-            FindingKind::NotAnObject => {
-                format!(
-                    "{n} element(s) of \"traceEvents\" are not objects: viewers refuse the file"
-                )
-            }
-            FindingKind::UnpairedFlows => {
-                format!("{n} flow event(s) without their other end: viewers draw no arrow for them")
-            }
-            FindingKind::OverlappingSlices => format!(
-                "{n} X event(s) Perfetto drops: each starts inside another slice on its thread \
-                 and ends after it (Perfetto's slice_drop_overlapping_complete_event; \
-                 `kinetrace repair --untangle` moves them to lanes of their own)"
+            FindingKind::NotAnObject => format!(
+                "{} of \"traceEvents\" not an object: viewers refuse the file",
+                n("element")
             ),
-            FindingKind::NegativeDurations => {
-                format!("{n} X event(s) with a negative \"dur\": Perfetto drops them")
-            }
-            FindingKind::MissingDurations => {
-                format!("{n} X event(s) without a numeric \"dur\": Perfetto drops them")
-            }
-            FindingKind::MissingTimestamps => {
-                format!("{n} event(s) without a numeric \"ts\": Perfetto drops them")
-            }
-            FindingKind::NoPhase => {
-                format!("{n} event(s) without a string \"ph\": viewers ignore them")
-            }
+            FindingKind::UnpairedFlows => format!(
+                "{} without their other end: viewers draw no arrow for them",
+                n("flow event")
+            ),
+            FindingKind::OverlappingSlices => format!(
+                "{} Perfetto drops: each starts inside another slice on its thread and ends \
+                 after it (Perfetto's slice_drop_overlapping_complete_event; \
+                 `kinetrace repair --untangle` moves them to lanes of their own)",
+                n("X event")
+            ),
+            FindingKind::NegativeDurations => format!(
+                "{} with a negative \"dur\": Perfetto drops them",
+                n("X event")
+            ),
+            FindingKind::MissingDurations => format!(
+                "{} without a numeric \"dur\": Perfetto drops them",
+                n("X event")
+            ),
+            FindingKind::MissingTimestamps => format!(
+                "{} without a numeric \"ts\": Perfetto drops them",
+                n("event")
+            ),
+            FindingKind::NoPhase => format!(
+                "{} without a string \"ph\": viewers ignore them",
+                n("event")
+            ),
             FindingKind::ImpreciseNumbers => format!(
-                "{n} number(s) in ts/dur/pid/tid/id beyond 2^53: every JSON viewer reads them \
-                 rounded"
+                "{} in ts/dur/pid/tid/id beyond 2^53: every JSON viewer reads them rounded",
+                n("number")
             ),
             FindingKind::ConflictingNames => format!(
-                "{n} metadata event(s) naming a process or thread already named otherwise: \
-                 viewers show one of the names"
+                "{} naming a process or thread already named otherwise: viewers show one of \
+                 the names",
+                n("metadata event")
             ),
             FindingKind::GzipMembers => format!(
-                "gzip file of {n} members: chrome://tracing, TensorBoard in a browser and \
+                "gzip file of {count} members: chrome://tracing, TensorBoard in a browser and \
                  zlib.decompress(data, 31) read only the first (`kinetrace compress` or \
                  `kinetrace repair` rewrite it as one member)"
             ),
@@ -959,7 +972,7 @@ pub(crate) fn check_path(
             .collect();
         let note = (overlaps.late > 0).then(|| {
             format!(
-                "{} slice event(s) came too far out of order to be placed exactly: the count \
+                "{} slice events came too far out of order to be placed exactly: the count \
                  is approximate",
                 overlaps.late
             )

@@ -121,35 +121,33 @@ impl ChangeKind {
             }
             ChangeKind::AddedTraceEvents => "no \"traceEvents\": added an empty one".into(),
             ChangeKind::DroppedMembers => {
-                format!(
-                    "{n} top-level member(s) dropped (unrepairable, or a second \"traceEvents\")"
-                )
+                format!("{n} top-level members dropped (unrepairable, or a second \"traceEvents\")")
             }
-            ChangeKind::DroppedEvents => format!("{n} event(s) dropped: damage not repairable"),
+            ChangeKind::DroppedEvents => format!("{n} events dropped: damage not repairable"),
             ChangeKind::DroppedElements => {
-                format!("{n} element(s) of \"traceEvents\" that are not objects dropped")
+                format!("{n} elements of \"traceEvents\" that are not objects dropped")
             }
             ChangeKind::Fixed(Fix::Quote) => format!("{n} raw '\"' in strings escaped"),
             ChangeKind::Fixed(Fix::Backslash) => {
                 format!("{n} backslash(es) starting no valid escape escaped")
             }
             ChangeKind::Fixed(Fix::Control) => {
-                format!("{n} raw control character(s) in strings escaped")
+                format!("{n} raw control characters in strings escaped")
             }
             ChangeKind::Fixed(Fix::Utf8) => {
-                format!("{n} invalid UTF-8 sequence(s) replaced by U+FFFD")
+                format!("{n} invalid UTF-8 sequences replaced by U+FFFD")
             }
             ChangeKind::Fixed(Fix::NonFinite) => {
-                format!("{n} NaN/Infinity number(s) written as strings")
+                format!("{n} NaN/Infinity numbers written as strings")
             }
             ChangeKind::Fixed(Fix::BareWord) => {
-                format!("{n} other bare word(s) written as strings")
+                format!("{n} other bare words written as strings")
             }
-            ChangeKind::Fixed(Fix::Comma) => format!("{n} stray or missing comma(s) fixed"),
+            ChangeKind::Fixed(Fix::Comma) => format!("{n} stray or missing commas fixed"),
             ChangeKind::MovedSlices => format!(
-                "{n} X event(s) Perfetto would drop for overlapping moved to extra thread lanes"
+                "{n} X events Perfetto would drop for overlapping moved to extra thread lanes"
             ),
-            ChangeKind::AddedLanes => format!("{n} thread lane(s) added"),
+            ChangeKind::AddedLanes => format!("{n} thread lanes added"),
         }
     }
 }
@@ -428,7 +426,7 @@ impl<R: Read> Tolerant<'_, R> {
             let fixed = self.commas.abs_diff(want) as u64;
             self.changes
                 .add(ChangeKind::Fixed(Fix::Comma), fixed, at, None, || {
-                    "comma(s) before this item fixed".into()
+                    "commas before this item fixed".into()
                 });
         }
         let mut sep = std::mem::take(&mut self.pending);

@@ -18,6 +18,7 @@ __all__ = [
     "check_trace",
     "filter_trace",
     "recompress",
+    "repair_trace",
     "split_trace",
     "trimonth_base_ns",
 ]
@@ -29,7 +30,14 @@ EXTERNAL_ID_EXCLUDED: list[str]
 POLL_INTERVAL_MS: int
 
 def trimonth_base_ns(earliest_ns: int) -> int: ...
-def check_trace(path: str | PathLike[str], max_errors: int = 50) -> dict[str, Any]: ...
+def check_trace(path: str | PathLike[str], examples: int = 5) -> dict[str, Any]: ...
+def repair_trace(
+    src: str | PathLike[str],
+    dst: str | PathLike[str],
+    untangle: bool,
+    gzip: tuple[int, int] | None,
+    examples: int = 5,
+) -> dict[str, Any]: ...
 def recompress(
     src: str | PathLike[str], dst: str | PathLike[str], level: int, threads: int
 ) -> tuple[int, int]: ...

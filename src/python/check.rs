@@ -228,6 +228,7 @@ fn split_dict<'py>(py: Python<'py>, s: &split::SplitStats) -> PyResult<Bound<'py
     d.set_item("parts", parts)?;
     d.set_item("events_read", s.events_read)?;
     d.set_item("flow_events_cut", s.flow_events_cut)?;
+    d.set_item("flow_events_unpaired", s.flow_events_unpaired)?;
     d.set_item("json_bytes_read", s.json_bytes_read)?;
     d.set_item("oversized_parts", s.oversized_parts)?;
     Ok(d)
@@ -309,6 +310,7 @@ fn filter_trace<'py>(
     d.set_item("events_written", s.events_written)?;
     d.set_item("metadata_written", s.metadata_written)?;
     d.set_item("flow_events_cut", s.flow_events_cut)?;
+    d.set_item("flow_events_unpaired", s.flow_events_unpaired)?;
     d.set_item("json_bytes_read", s.json_bytes_read)?;
     d.set_item("json_bytes_written", s.json_bytes_written)?;
     Ok(d)
