@@ -417,13 +417,16 @@ impl<R: Read> Tolerant<'_, R> {
         }
     }
 
-    /// Writes the separator before an item (`first`: the container's first), or before
-    /// the closer (`closing`), with exactly the commas it needs.
-    fn write_separator(&mut self, first: bool, closing: bool) -> Result<()> {
+    /// Writes the separator before an item (`first`: the first written in its container;
+    /// `after_item`: one was read before it, written or dropped), or before the closer
+    /// (`closing`), with exactly the commas it needs. Commas the text should not have had
+    /// (or lacked) are counted; those only dropped items made wrong are not.
+    fn write_separator(&mut self, first: bool, after_item: bool, closing: bool) -> Result<()> {
         let want = usize::from(!first && !closing);
-        if self.commas != want {
+        let expected = usize::from(after_item && !closing);
+        if self.commas != expected {
             let at = self.w.offset();
-            let fixed = self.commas.abs_diff(want) as u64;
+            let fixed = self.commas.abs_diff(expected) as u64;
             self.changes
                 .add(ChangeKind::Fixed(Fix::Comma), fixed, at, None, || {
                     "commas before this item fixed".into()
@@ -445,7 +448,9 @@ impl<R: Read> Tolerant<'_, R> {
 
     /// Reads the value at the position with the tolerant reader, in `place`.
     fn value(&mut self, place: Place) -> Result<Value> {
-        let mut want = FIRST_WINDOW;
+        // Most values are short: look at what is there (at least a scanner's window), and
+        // read more only for a value that goes on past it.
+        let mut want = crate::scan::WINDOW;
         loop {
             self.w.fill(want, self.progress)?;
             let avail = self.w.avail();
@@ -474,7 +479,9 @@ impl<R: Read> Tolerant<'_, R> {
                     return Ok(Value::Read(text, len));
                 }
                 Err(Damage::Incomplete) if self.w.eof => return Ok(Value::Cut),
-                Err(Damage::Incomplete) if want < MAX_VALUE => want = (want * 4).min(MAX_VALUE),
+                Err(Damage::Incomplete) if avail.len() < MAX_VALUE => {
+                    want = (avail.len().max(FIRST_WINDOW) * 4).min(MAX_VALUE);
+                }
                 Err(Damage::Incomplete) => {
                     return Ok(Value::Bad(
                         self.w.offset(),
@@ -518,7 +525,15 @@ impl<R: Read> Tolerant<'_, R> {
     /// Reads a document and writes its repair.
     fn document(&mut self) -> Result<()> {
         let first = self.separator()?;
-        let leading = std::mem::take(&mut self.pending);
+        let mut leading = std::mem::take(&mut self.pending);
+        if self.commas > 0 {
+            leading.retain(|&b| b != b',');
+            let n = self.commas as u64;
+            self.changes
+                .add(ChangeKind::Fixed(Fix::Comma), n, 0, None, || {
+                    "commas before the top-level value".into()
+                });
+        }
         match first {
             Some(b'{') => {
                 self.write(&leading)?;
@@ -569,6 +584,7 @@ impl<R: Read> Tolerant<'_, R> {
     /// Inside the top-level object, after its `{`.
     fn top_object(&mut self) -> Result<()> {
         let mut items = 0usize;
+        let mut read = 0usize;
         let mut have_events = false;
         loop {
             let Some(b) = self.separator()? else {
@@ -583,7 +599,7 @@ impl<R: Read> Tolerant<'_, R> {
                     self.add_events(items == 0)?;
                     items += 1;
                 }
-                self.write_separator(items == 0, true)?;
+                self.write_separator(items == 0, true, true)?;
                 self.write(b"}")?;
                 self.w.pos += 1;
                 return Ok(());
@@ -642,9 +658,11 @@ impl<R: Read> Tolerant<'_, R> {
                 break;
             }
             let is_events = key == b"\"traceEvents\"";
+            let after_item = read > 0;
+            read += 1;
             if is_events && !have_events && value_start == Some(b'[') {
                 have_events = true;
-                self.write_separator(items == 0, false)?;
+                self.write_separator(items == 0, after_item, false)?;
                 items += 1;
                 self.write(&key)?;
                 self.write(&colon)?;
@@ -671,7 +689,7 @@ impl<R: Read> Tolerant<'_, R> {
                             });
                         continue;
                     }
-                    self.write_separator(items == 0, false)?;
+                    self.write_separator(items == 0, after_item, false)?;
                     items += 1;
                     self.write(&key)?;
                     self.write(&colon)?;
@@ -722,10 +740,9 @@ impl<R: Read> Tolerant<'_, R> {
             let next = self.separator()?;
             if std::mem::take(&mut resynced) {
                 // The separator before the event resynced to was passed over.
-                self.commas = usize::from(self.events_written > 0);
+                self.commas = 1;
                 self.pending.clear();
-                self.pending
-                    .extend_from_slice(if self.commas > 0 { b",\n" } else { b"\n" });
+                self.pending.extend_from_slice(b",\n");
             }
             let Some(b) = next else {
                 let at = self.w.offset();
@@ -737,17 +754,18 @@ impl<R: Read> Tolerant<'_, R> {
                 return Ok(End::Cut);
             };
             if b == b']' {
-                self.write_separator(self.events_written == 0, true)?;
+                self.write_separator(self.events_written == 0, true, true)?;
                 self.w.pos += 1;
                 return Ok(End::Closed);
             }
             let at = self.w.offset();
             let index = self.events_read;
+            let after_item = index > 0;
             match self.value(Place::InArray)? {
                 Value::Read(text, len) => {
                     self.events_read += 1;
                     if b == b'{' {
-                        self.write_separator(self.events_written == 0, false)?;
+                        self.write_separator(self.events_written == 0, after_item, false)?;
                         self.events_written += 1;
                         self.write_value(text, len)?;
                     } else {
@@ -864,12 +882,26 @@ fn tolerant_pass(
     ))
 }
 
-/// Copies the decompressed text of `src` into `out` unchanged.
+/// Copies the decompressed text of `src` into `out` unchanged (plain text into plain output
+/// file to file, in the kernel where it can).
 fn copy_text(
     src: &Path,
     mut out: Sink,
+    plain: bool,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<(u64, u64)> {
+    if plain {
+        let file =
+            File::open(src).map_err(|e| Error::io(format!("cannot open {}", src.display()), e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(format!("cannot read {}", src.display()), e))?
+            .len();
+        progress(0)?;
+        out.append_slice(file, len, None)?;
+        let stats = out.finish()?;
+        return Ok((len, stats.uncompressed_bytes));
+    }
     let mut input = open_forgiving(src)?;
     let mut buf = vec![0u8; 1 << 20];
     let mut done = 0u64;
@@ -1336,6 +1368,15 @@ pub(crate) fn repair(
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<RepairReport> {
     let encoding = options.encoding.validate()?;
+    let meta =
+        fs::metadata(src).map_err(|e| Error::io(format!("cannot open {}", src.display()), e))?;
+    if !meta.is_file() {
+        return Err(Error::InvalidArgument(format!(
+            "{}: not a regular file (repair reads its source more than once: copy it to a \
+             file first)",
+            src.display()
+        )));
+    }
     if let (Ok(a), Ok(b)) = (fs::canonicalize(src), fs::canonicalize(dst)) {
         if a == b {
             return Err(Error::InvalidArgument(format!(
@@ -1397,7 +1438,8 @@ pub(crate) fn repair(
             });
         }
         let out = Sink::create(dst, encoding)?;
-        let (read, written) = copy_text(src, out, progress)?;
+        let plain = members == 0 && encoding == Encoding::Plain;
+        let (read, written) = copy_text(src, out, plain, progress)?;
         RepairReport {
             changes: Vec::new(),
             json_bytes_read: read,
@@ -1666,8 +1708,53 @@ mod tests {
         let (r, out) = run(br#"{"a": 1,, "traceEvents": [],}"#, plain()).unwrap();
         assert_eq!(kinds(&r), [("commas", 2)]);
         assert_eq!(out, br#"{"a": 1, "traceEvents": []}"#);
+        let (r, out) = run(b", {\"traceEvents\": []}", plain()).unwrap();
+        assert_eq!(kinds(&r), [("commas", 1)]);
+        assert_eq!(out, b" {\"traceEvents\": []}");
         assert!(run(b"", plain()).unwrap_err().contains("no JSON text"));
         assert!(run(b"  7", plain()).unwrap_err().contains("not a trace"));
+    }
+
+    /// Stopped at any of its progress calls (Ctrl-C), a repair leaves nothing behind.
+    #[test]
+    fn an_interrupted_repair_leaves_nothing() {
+        let dir = scratch("interrupt");
+        let src = dir.join("src.json");
+        let mut text = String::from("{\"traceEvents\": [\n");
+        let line = "{\"ph\":\"X\",\"name\":\"a\tb\",\"pid\":0,\"tid\":7,\"ts\":1,\"dur\":5},\n";
+        while text.len() < 3 * PROGRESS_EVERY as usize {
+            text.push_str(line);
+        }
+        text.push_str("{\"ph\":\"X\",\"name\":\"b\",\"pid\":0,\"tid\":7,\"ts\":2,\"dur\":5}]}");
+        std::fs::write(&src, &text).unwrap();
+        for untangle in [false, true] {
+            let options = RepairOptions {
+                untangle,
+                ..plain()
+            };
+            let mut stopped_at = 0;
+            loop {
+                let mut calls = 0;
+                let r = repair(&src, &dir.join("dst.json"), options, &mut |_| {
+                    calls += 1;
+                    if calls > stopped_at {
+                        Err(Error::Interrupted)
+                    } else {
+                        Ok(())
+                    }
+                });
+                match r {
+                    Err(Error::Interrupted) => {
+                        assert_eq!(std::fs::read_dir(&*dir).unwrap().count(), 1);
+                        stopped_at += 1;
+                    }
+                    Ok(_) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            assert!(stopped_at >= 3, "{stopped_at}");
+            std::fs::remove_file(dir.join("dst.json")).unwrap();
+        }
     }
 
     #[test]
