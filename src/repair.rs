@@ -155,7 +155,9 @@ impl ChangeKind {
 /// Where a change was made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Spot {
-    pub(crate) offset: u64,
+    /// Offset in the source's decompressed JSON; `None` for a change made at no one place
+    /// (a lane added).
+    pub(crate) offset: Option<u64>,
     pub(crate) index: Option<u64>,
     pub(crate) message: String,
 }
@@ -207,6 +209,7 @@ impl Changes {
         }
     }
 
+    /// `n` changes of `kind`, the first at `offset` (event `index`).
     fn add(
         &mut self,
         kind: ChangeKind,
@@ -215,8 +218,24 @@ impl Changes {
         index: Option<u64>,
         msg: impl FnOnce() -> String,
     ) {
+        self.count(kind, n);
+        self.spot(kind, Some(offset), index, msg);
+    }
+
+    /// `n` changes of `kind`, placed elsewhere or nowhere.
+    fn count(&mut self, kind: ChangeKind, n: u64) {
+        self.map.entry(kind).or_default().0 += n;
+    }
+
+    /// A place of a change of `kind` (counted elsewhere), kept if among the first.
+    fn spot(
+        &mut self,
+        kind: ChangeKind,
+        offset: Option<u64>,
+        index: Option<u64>,
+        msg: impl FnOnce() -> String,
+    ) {
         let entry = self.map.entry(kind).or_default();
-        entry.0 += n;
         if entry.1.len() < self.cap {
             entry.1.push(Spot {
                 offset,
@@ -863,10 +882,7 @@ fn tolerant_pass(
     }
     let members = forgiving.inner.members();
     if members > 1 {
-        t.changes
-            .add(ChangeKind::GzipMembers, u64::from(members), 0, None, || {
-                format!("{members} members")
-            });
+        t.changes.count(ChangeKind::GzipMembers, u64::from(members));
     }
     let read = t.w.offset();
     let stats = t.out.finish()?;
@@ -1226,45 +1242,30 @@ fn untangle(
             .and_then(|key| lane_tids.get(key))
             .copied()
             .unwrap_or(0);
-        changes.add(ChangeKind::MovedSlices, 0, d.offset, Some(d.index), || {
-            format!(
-                "moved to tid {tid}: it starts inside traceEvents[{}]",
-                d.other_index
-            )
-        });
+        changes.spot(
+            ChangeKind::MovedSlices,
+            Some(d.offset),
+            Some(d.index),
+            || {
+                format!(
+                    "moved to tid {tid}: it starts inside traceEvents[{}]",
+                    d.other_index
+                )
+            },
+        );
     }
     if !moves.is_empty() {
-        changes.add(
-            ChangeKind::MovedSlices,
-            moves.len() as u64,
-            0,
-            None,
-            String::new,
-        );
-        if let Some(entry) = changes.map.get_mut(&ChangeKind::MovedSlices) {
-            entry.1.retain(|p| !p.message.is_empty());
-        }
-        changes.add(
-            ChangeKind::AddedLanes,
-            lanes.len() as u64,
-            0,
-            None,
-            String::new,
-        );
-        if let Some(entry) = changes.map.get_mut(&ChangeKind::AddedLanes) {
-            entry.1.clear();
-            for lane in lanes.iter().take(changes.cap) {
-                entry.1.push(Spot {
-                    offset: 0,
-                    index: None,
-                    message: format!(
-                        "pid {} tid {}: {:?}",
-                        display_tagged(&lane.pid_key),
-                        lane.tid,
-                        lane.name
-                    ),
-                });
-            }
+        changes.count(ChangeKind::MovedSlices, moves.len() as u64);
+        changes.count(ChangeKind::AddedLanes, lanes.len() as u64);
+        for lane in &lanes {
+            changes.spot(ChangeKind::AddedLanes, None, None, || {
+                format!(
+                    "pid {} tid {}: {:?}",
+                    display_tagged(&lane.pid_key),
+                    lane.tid,
+                    lane.name
+                )
+            });
         }
     }
     let mut w = Untangling {
@@ -1425,17 +1426,13 @@ pub(crate) fn repair(
         }
     } else if options.untangle && overlapping {
         if members > 1 {
-            changes.add(ChangeKind::GzipMembers, u64::from(members), 0, None, || {
-                format!("{members} members")
-            });
+            changes.count(ChangeKind::GzipMembers, u64::from(members));
         }
         let out = Sink::create(dst, encoding)?;
         untangle(src, out, &mut changes, options.examples, progress)?
     } else {
         if members > 1 {
-            changes.add(ChangeKind::GzipMembers, u64::from(members), 0, None, || {
-                format!("{members} members")
-            });
+            changes.count(ChangeKind::GzipMembers, u64::from(members));
         }
         let out = Sink::create(dst, encoding)?;
         let plain = members == 0 && encoding == Encoding::Plain;
@@ -1652,7 +1649,7 @@ mod tests {
         let quote = &r.changes[0].examples[0];
         assert_eq!(quote.index, Some(0));
         assert_eq!(
-            &bad[quote.offset as usize..quote.offset as usize + 3],
+            &bad[quote.offset.unwrap() as usize..quote.offset.unwrap() as usize + 3],
             b"\"q\""
         );
     }

@@ -51,17 +51,20 @@ DEFAULT_EXAMPLES = 5
 class Example:
     """One place a finding (or a repair) was seen."""
 
-    #: Byte offset in the decompressed JSON.
-    offset: int
+    #: Byte offset in the decompressed JSON (None for a repair made at no one place, such
+    #: as a thread lane added).
+    offset: int | None
     #: Index in ``traceEvents``, when inside it.
     event_index: int | None
     message: str
 
     def format(self) -> str:
         """``offset N (traceEvents[I]): message``."""
-        where = f"offset {self.offset:,}"
+        if self.offset is None:
+            return self.message
+        where = f"offset {self.offset}"
         if self.event_index is not None:
-            where += f" (traceEvents[{self.event_index:,}])"
+            where += f" (traceEvents[{self.event_index}])"
         return f"{where}: {self.message}"
 
 
