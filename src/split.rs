@@ -35,8 +35,9 @@
 //! threads; and the open-flow table: the text of flow ends whose other end has not been
 //! read yet (per part), which is empty between flows in torch's and Kineto's layout but
 //! holds the `ac2g` starts of CPU launches until their kernels are read when CPU activities
-//! come first (about 150 bytes per pending flow end). Reading adds its chunks in flight
-//! (see [`crate::events`]).
+//! come first (about 150 bytes per pending flow end), and the keys of the source's flows
+//! still lacking an end (about 60 bytes each, [`SourceFlows`]). Reading adds its chunks in
+//! flight (see [`crate::events`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};

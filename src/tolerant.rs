@@ -73,8 +73,7 @@ type Read<T> = std::result::Result<T, Damage>;
 /// One repaired value: its end in the text, the repaired text, the fixes made.
 pub(crate) struct Fixer<'a> {
     text: &'a [u8],
-    /// Whether `text` ends where the input does (else running out of text is
-    /// [`Damage::Incomplete`] rather than a cut).
+    /// Where reading is in `text`.
     pos: usize,
     /// The repaired text so far.
     pub(crate) out: Vec<u8>,
@@ -421,8 +420,8 @@ fn is_json_number(word: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    /// Repairs the value at the start of `text` (followed by `after`, what ends the value
-    /// where it is): the repaired text and the fixes' kinds, or the damage.
+    /// Repairs the value at the start of `text` in `place`: the repaired text and the fixes'
+    /// kinds, or the damage.
     fn fix(text: &str, place: Place) -> Result<(String, Vec<Fix>), Damage> {
         let mut f = Fixer::new(text.as_bytes());
         let len = f.value_at_start(place)?;
