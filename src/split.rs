@@ -14,9 +14,9 @@
 //! - the metadata (`M`) events of the processes (`pid`) and threads (`pid`, `tid`) that
 //!   some kept event is on, written after the others.
 //!
-//! A flow end *binds* to the last non-flow event read on the same thread whose span
-//! contains the flow's `ts` (torch and Kineto write a flow end right after the activity it
-//! belongs to): it is kept when that event is kept, and goes to that event's part, so a
+//! A flow end *binds* to the non-flow event read just before it, when that event is on the
+//! flow end's thread and its span contains the flow's `ts` (torch and Kineto write a flow
+//! end right after the activity it belongs to): it is kept when that event is kept, and goes to that event's part, so a
 //! flow never leaves its activity behind. An unbound flow end is judged by its own `pid`
 //! and `ts`.
 //!

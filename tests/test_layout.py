@@ -172,3 +172,45 @@ def test_benchmarks_take_no_benchmark_only_code_from_the_package() -> None:
     used = _package_names()
     bench_only = sorted(item for item in taken if item[2] not in used)
     assert bench_only == [], f"move these to benches/benchlib.py: {bench_only}"
+
+
+#: Longest function body (lines, its docstring left out) without a written reason.
+MAX_FUNCTION_LINES = 80
+#: The comment that gives the reason, on a line of its own at the top of the body.
+LONG_REASON = "# Long because"
+
+
+def _long_functions() -> list[str]:
+    """``module:function (N lines)`` for every function of the package longer than
+    :data:`MAX_FUNCTION_LINES` without a ``# Long because ...`` comment at its top."""
+    found = []
+    for name, path in sorted(package_files().items()):
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines), str(path))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = node.body
+            first = body[0]
+            doc_lines = 0
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                doc_lines = first.end_lineno - first.lineno + 1  # type: ignore[operator]
+                body = body[1:] or body
+            length = node.end_lineno - node.lineno + 1 - doc_lines  # type: ignore[operator]
+            if length <= MAX_FUNCTION_LINES:
+                continue
+            head = lines[node.lineno : body[0].lineno]
+            if not any(line.strip().startswith(LONG_REASON) for line in head):
+                found.append(f"{name}:{node.name} ({length} lines)")
+    return found
+
+
+def test_functions_are_short_or_say_why() -> None:
+    long = _long_functions()
+    assert long == [], (
+        f"functions over {MAX_FUNCTION_LINES} lines (docstring aside) without a "
+        f"'{LONG_REASON} ...' comment at their top: {long}"
+    )

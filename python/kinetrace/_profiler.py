@@ -221,20 +221,17 @@ def _export_or_defer(
             use_python_export, cuda_graph_annotations, graph_lanes, default_stream
         )
         return _torch_method(owner, _EXPORT)(profile, path, *torch_args, **options)
-    kinetrace_options: dict[str, Any] = {}
-    if cuda_graph_annotations is not None or graph_lanes != "none" or default_stream != 7:
-        kinetrace_options.update(
-            annotations=cuda_graph_annotations,
-            graph_lanes=graph_lanes,
-            default_stream=default_stream,
-        )
-    if compresslevel is not None:
-        kinetrace_options["compresslevel"] = compresslevel
-    if threads is not None:
-        kinetrace_options["threads"] = threads
-    if background:
-        kinetrace_options["background"] = True
-    return _export.export_chrome_trace(profile, path, metadata, **kinetrace_options)
+    return _export.export_chrome_trace(
+        profile,
+        path,
+        metadata,
+        annotations=cuda_graph_annotations,
+        graph_lanes=graph_lanes,
+        default_stream=default_stream,
+        compresslevel=compresslevel,
+        threads=threads,
+        background=background,
+    )
 
 
 def _kineto_profile_export_chrome_trace(
@@ -318,7 +315,8 @@ def _autograd_profile_export_chrome_trace(
         self,
         path,
         metadata,
-        torch_writes=not getattr(self, "enabled", True) or not torch.autograd.kineto_available(),
+        torch_writes=not getattr(self, "enabled", True)
+        or not torch._C._autograd.kineto_available(),
         torch_args=(metadata,),
         use_python_export=use_python_export,
         cuda_graph_annotations=cuda_graph_annotations,
@@ -343,10 +341,12 @@ def _torch_profile_takes(name: str) -> bool:
 def _activities_for_use_cuda(activities: Iterable[Any] | None, use_cuda: bool) -> list[Any]:
     """``activities`` with CUDA added (``use_cuda=True``) or removed (False), as torch did
     while it accepted ``use_cuda``."""
-    items = list(torch.profiler.supported_activities() if activities is None else activities)
+    if activities is None:
+        activities = torch.profiler.supported_activities()  # type: ignore[no-untyped-call]
+    items = list(activities)
 
     def is_cuda(item: Any) -> bool:
-        return item == ProfilerActivity.CUDA
+        return bool(item == ProfilerActivity.CUDA)
 
     has_cuda = any(
         ProfilerActivity.CUDA in item if isinstance(item, dict) else is_cuda(item) for item in items
@@ -420,7 +420,7 @@ class profile(torch.profiler.profile):
         wrapped = json.dumps(value, ensure_ascii=False)
         self._trace_metadata[key] = wrapped
         if not getattr(self, "_kinetrace_carries_metadata", False):
-            torch.autograd._add_metadata_json(key, wrapped)
+            torch._C._autograd._add_metadata_json(key, wrapped)
 
 
 def _init_signature() -> inspect.Signature:
@@ -480,7 +480,9 @@ def tensorboard_trace_handler(
             returns the export's handle (``.result()``, ``.done()``) and
             :func:`kinetrace.wait` waits for all of them.
         keep: write only the events a :class:`kinetrace.Keep` (or a dict of its fields)
-            selects (see :func:`kinetrace.export_chrome_trace`).
+            selects (see :func:`kinetrace.export_chrome_trace`). ``keep`` and ``split_mb``
+            do not work with ``background=True``: ``ValueError`` here, as from
+            :func:`kinetrace.export_chrome_trace`.
         split_mb: write each trace as parts of at most this many MB of JSON,
             ``{worker_name}.{ns}.part-001-of-004.pt.trace.json[.gz]``.
 
@@ -489,6 +491,8 @@ def tensorboard_trace_handler(
         (:class:`~kinetrace.ExportStats`, or a handle with ``background=True``).
     """
 
+    # The settings export_chrome_trace would refuse are refused here, before any trace.
+    _export.ExportOptions.build(background=background, keep=keep, split_mb=split_mb)
     if background:
         from kinetrace import _background
 
@@ -510,9 +514,9 @@ def tensorboard_trace_handler(
         path = os.path.join(dir_name, file_name)
         if getattr(prof, "_use_cuspy", False):
             return prof.export_chrome_trace(path, use_python_export=use_python_export)
-        if keep is not None or split_mb is not None:
-            return _export.export_chrome_trace(prof, path, None, keep=keep, split_mb=split_mb)
-        return _export.export_chrome_trace(prof, path, None, background=background)
+        return _export.export_chrome_trace(
+            prof, path, None, background=background, keep=keep, split_mb=split_mb
+        )
 
     return handler_fn
 

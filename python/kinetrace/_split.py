@@ -27,7 +27,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kinetrace import _kinetrace
@@ -38,6 +38,8 @@ __all__ = [
     "Keep",
     "Part",
     "SplitResult",
+    "as_keep",
+    "check_part_size",
     "export_cut",
     "filter_trace",
     "split_trace",
@@ -73,11 +75,12 @@ class Keep:
             if isinstance(value, str) or not all(isinstance(c, str) for c in value):
                 raise TypeError(f"{name} must be a sequence of str, got {value!r}")
             object.__setattr__(self, name, tuple(value))
-        if isinstance(self.pids, (str, int)) or not all(
-            isinstance(p, (str, int)) and not isinstance(p, bool) for p in self.pids
+        pids: Any = self.pids  # checked: callers may pass anything
+        if isinstance(pids, (str, int)) or not all(
+            isinstance(p, (str, int)) and not isinstance(p, bool) for p in pids
         ):
-            raise TypeError(f"pids must be a sequence of int or str, got {self.pids!r}")
-        object.__setattr__(self, "pids", tuple(self.pids))
+            raise TypeError(f"pids must be a sequence of int or str, got {pids!r}")
+        object.__setattr__(self, "pids", tuple(pids))
         if self.min_dur_us is not None:
             if isinstance(self.min_dur_us, bool) or not isinstance(self.min_dur_us, (int, float)):
                 raise TypeError(f"min_dur_us must be a number, got {self.min_dur_us!r}")
@@ -166,12 +169,38 @@ def _gzip_settings(
     return settings if gzip else None
 
 
-def _max_bytes(max_mb: float) -> int:
+def check_part_size(max_mb: float) -> float:
+    """``max_mb`` if it is a usable part size (a finite number of MB above 0).
+
+    Raises:
+        TypeError: not a number.
+        ValueError: not above 0, or not finite.
+    """
     if isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)):
         raise TypeError(f"the part size must be a number of MB, not {type(max_mb).__name__}")
     if not 0 < max_mb < float("inf"):
         raise ValueError(f"the part size must be more than 0 MB, got {max_mb}")
-    return max(1, int(max_mb * MB))
+    return max_mb
+
+
+def _max_bytes(max_mb: float) -> int:
+    return max(1, int(check_part_size(max_mb) * MB))
+
+
+def as_keep(keep: Keep | Mapping[str, Any] | None) -> Keep | None:
+    """``keep=`` as a :class:`Keep` (a mapping gives its fields).
+
+    Raises:
+        TypeError: neither a Keep, a mapping nor None; a field of the wrong type.
+        ValueError: a field out of range.
+    """
+    if keep is None or isinstance(keep, Keep):
+        return keep
+    if isinstance(keep, Mapping):
+        return Keep(**keep)
+    raise TypeError(
+        f"keep must be a kinetrace.Keep or a dict of its fields, not {type(keep).__name__}"
+    )
 
 
 def filter_trace(
@@ -247,7 +276,7 @@ def split_trace(
     out_path = None if out_dir is None else os.fsdecode(out_dir)
     created = [] if out_path is None else _make_dirs(out_path)
     try:
-        raw = _kinetrace.split_trace(
+        raw_parts, stats = _kinetrace.split_trace(
             src_path, max_bytes, out_path, settings, like_source, stem, suffix, _trace_name
         )
     except BaseException:
@@ -255,17 +284,8 @@ def split_trace(
             with contextlib.suppress(OSError):
                 os.rmdir(directory)
         raise
-    parts = tuple(
-        Part(
-            path=os.fsdecode(p["path"]),
-            start_us=p["start_us"],
-            end_us=p["end_us"],
-            events=p["events"],
-            json_bytes=p["json_bytes"],
-        )
-        for p in raw.pop("parts")
-    )
-    return SplitResult(parts=parts, seconds=time.perf_counter() - started, **raw)
+    parts = tuple(Part(**p) for p in raw_parts)
+    return SplitResult(parts=parts, seconds=time.perf_counter() - started, **stats)
 
 
 def _make_dirs(path: str) -> list[str]:
@@ -316,12 +336,7 @@ def export_cut(
     """An export with ``keep`` and/or ``split_mb``: ``export(tmp)`` writes the full trace to a
     private plain-JSON temporary file beside ``path``, which is then filtered into ``path``
     (``keep``) and/or split into parts named after ``path`` (``split_mb``)."""
-    if isinstance(keep, dict):
-        keep = Keep(**keep)
-    elif keep is not None and not isinstance(keep, Keep):
-        raise TypeError(
-            f"keep must be a kinetrace.Keep or a dict of its fields, not {type(keep).__name__}"
-        )
+    keep = as_keep(keep)
     max_bytes = None if split_mb is None else _max_bytes(split_mb)
     is_gzip = path.endswith(".gz")
     _gzip_settings(is_gzip, compresslevel, threads)  # range checks before any work
