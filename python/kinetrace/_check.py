@@ -121,7 +121,7 @@ class Finding:
         return lines
 
     @classmethod
-    def _from_native(cls, raw: Mapping[str, Any]) -> Finding:
+    def _from_native(cls, raw: _kinetrace._Finding) -> Finding:
         return cls(
             kind=raw["kind"],
             level=raw["level"],
