@@ -34,7 +34,7 @@
 //! file) is taken at once and counted in [`Overlaps::late`]: the counts are then exact only
 //! up to those. Kineto and torch write each track nearly in order, so that does not happen
 //! with their traces. Per track the stack of open slices is kept (nesting depth), and for
-//! `--untangle` one stack per extra lane plus 24 bytes per moved event.
+//! `--untangle` one stack per extra lane plus about 30 bytes per moved event.
 
 use std::collections::HashMap;
 

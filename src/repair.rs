@@ -32,8 +32,8 @@
 //!
 //! Memory: the tolerant reader holds the value being read (1 MiB at first, at most
 //! [`MAX_VALUE`]: a longer event or top-level value is dropped); untangling holds the
-//! overlap rule's state ([`crate::overlap`]), 24 bytes per moved event, and the names of
-//! threads.
+//! overlap rule's state ([`crate::overlap`]), about 30 bytes per moved event, and the names
+//! of threads.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
