@@ -424,7 +424,14 @@ fn describe(ev: &Event<'_>) -> String {
     if name.chars().count() > 60 {
         name = name.chars().take(57).collect::<String>() + "...";
     }
-    format!("{ph} event {name:?}")
+    format!("{ph} event {}", quoted(&name))
+}
+
+/// `text` as a JSON string (quoted and escaped as in the trace), for messages.
+pub(crate) fn quoted(text: &str) -> String {
+    let mut out = Vec::with_capacity(text.len() + 2);
+    crate::render::push_json_string(&mut out, text.as_bytes());
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A time in ns as µs for messages.

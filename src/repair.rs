@@ -1260,10 +1260,10 @@ fn untangle(
         for lane in &lanes {
             changes.spot(ChangeKind::AddedLanes, None, None, || {
                 format!(
-                    "pid {} tid {}: {:?}",
+                    "pid {} tid {}: {}",
                     display_tagged(&lane.pid_key),
                     lane.tid,
-                    lane.name
+                    check::quoted(&lane.name)
                 )
             });
         }

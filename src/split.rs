@@ -100,7 +100,7 @@ impl FilterSpec {
         let quoted = |items: &[String]| {
             items
                 .iter()
-                .map(|c| format!("{c:?}"))
+                .map(|c| crate::check::quoted(c))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
