@@ -21,6 +21,7 @@ from kinetrace._export import (
 from kinetrace._fallback import FallbackWarning
 from kinetrace._gzip import GzipWriter
 from kinetrace._kinetrace import __version__
+from kinetrace._merge import MergedProcess, MergedRank, MergeResult, MergeWarning, merge_traces
 from kinetrace._repair import Change, RepairReport, repair_trace
 from kinetrace._split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
 from kinetrace._tools import CompressResult, compress_trace
@@ -75,6 +76,10 @@ __all__ = [
     "Finding",
     "GzipWriter",
     "Keep",
+    "MergeResult",
+    "MergeWarning",
+    "MergedProcess",
+    "MergedRank",
     "Part",
     "ProfilerAction",
     "RepairReport",
@@ -91,6 +96,7 @@ __all__ = [
     "install",
     "installed",
     "installed_context",
+    "merge_traces",
     "profile",
     "repair_trace",
     "schedule",
