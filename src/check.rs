@@ -922,13 +922,8 @@ pub(crate) fn check_path(
         });
     }
     if end.gzip_members > 1 {
-        let n = u64::from(end.gzip_members);
-        c.tally(FindingKind::GzipMembers, 0, None, || {
-            format!("{n} gzip members")
-        });
-        if let Some(t) = c.tallies.get_mut(&FindingKind::GzipMembers) {
-            t.count = n;
-        }
+        // A fact of the whole file: counted (the members), at no one place.
+        c.tallies.entry(FindingKind::GzipMembers).or_default().count = u64::from(end.gzip_members);
     }
     let overlaps = &c.overlaps;
     if overlaps.dropped > 0 {

@@ -114,7 +114,7 @@ class Finding:
             more = self.track_count - len(self.tracks)
             lines.append(f"{indent}  threads: {worst}" + (f" (+{more} more)" if more > 0 else ""))
         lines.extend(f"{indent}  {e.format()}" for e in self.examples)
-        if self.count > len(self.examples) and self.examples and self.kind != "gzip_members":
+        if self.count > len(self.examples) and self.examples:
             lines.append(f"{indent}  ... ({self.count - len(self.examples):,} more)")
         if self.note:
             lines.append(f"{indent}  ({self.note})")

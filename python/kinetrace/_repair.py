@@ -107,7 +107,7 @@ class RepairReport:
         for c in self.changes:
             lines.append(f"  {c.kind}: {c.message}")
             lines.extend(f"    {e.format()}" for e in c.examples)
-            if c.count > len(c.examples) and c.examples and c.kind != "gzip_members":
+            if c.count > len(c.examples) and c.examples:
                 lines.append(f"    ... ({c.count - len(c.examples):,} more)")
         return "\n".join(lines)
 
