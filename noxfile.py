@@ -186,7 +186,8 @@ def suite(session: nox.Session) -> None:
     _install_suite_wheel(session)
     session.run("python", "-m", "mypy")
     session.run("python", "-m", "mypy.stubtest", "kinetrace._kinetrace")
-    _pytest(session, *session.posargs)
+    # Here the Catapult tests fail instead of skipping when the browser is missing.
+    _pytest(session, *session.posargs, env={"KINETRACE_REQUIRE_CATAPULT": "1"})
     # The panic hooks: the extension once more with the cargo feature test-hooks, unpacked
     # and put first on the path for tests/test_panics.py alone; KINETRACE_REQUIRE_TEST_HOOKS
     # makes a build without them fail the file instead of skipping it.

@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -90,14 +91,19 @@ def viewer() -> Path | None:
 
 
 def missing() -> str | None:
-    """Why Catapult cannot run here (a reason to skip), or None."""
+    """Why Catapult cannot run here (a reason to skip), or None. Where CI runs the suite
+    (``nox -s suite`` sets ``KINETRACE_REQUIRE_CATAPULT``) a missing piece is an error
+    instead: the Catapult tests must not pass there by skipping."""
+    reason = None
     if browser() is None:
-        return "no Chromium (Debian: apt-get install chromium-headless-shell)"
-    if not POLYFILL.is_file():
-        return "no Web Components v0 polyfill (Debian: libjs-webcomponentsjs-custom-element-v0)"
-    if viewer() is None:
-        return "torch-tb-profiler (which ships Catapult's trace viewer) is not installed"
-    return None
+        reason = "no Chromium (Debian: apt-get install chromium-headless-shell)"
+    elif not POLYFILL.is_file():
+        reason = "no Web Components v0 polyfill (Debian: libjs-webcomponentsjs-custom-element-v0)"
+    elif viewer() is None:
+        reason = "torch-tb-profiler (which ships Catapult's trace viewer) is not installed"
+    if reason is not None and os.environ.get("KINETRACE_REQUIRE_CATAPULT"):
+        raise RuntimeError(f"KINETRACE_REQUIRE_CATAPULT is set, but Catapult cannot run: {reason}")
+    return reason
 
 
 def load(traces: list[bytes], workdir: Path, timeout: float = 300) -> list[dict[str, Any]]:
