@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 from pathlib import Path
 
 import nox
@@ -66,11 +67,38 @@ DEV = ("-r", "requirements-dev.txt", "-r", "requirements-consumers-deps.txt")
 BUILD = ("-r", "requirements-build.txt")
 
 
+#: Debian packages the Catapult tests load traces with (tests/support/catapult.py):
+#: headless Chromium and the Web Components v0 polyfill its trace viewer's Polymer code needs.
+BROWSER_PACKAGES = ("chromium-headless-shell", "libjs-webcomponentsjs-custom-element-v0")
+_POLYFILL = Path("/usr/lib/javascript/webcomponentsjs-custom-element-v0/CustomElements.js")
+
+
 def _install_dev(session: nox.Session) -> None:
     """torch and the test tools; the trace consumers with --no-deps (their own pins would
-    move torch)."""
+    move torch); the browser of the Catapult tests."""
     session.install(*DEV)
     session.install("--no-deps", "-r", "requirements-consumers.txt")
+    _ensure_browser(session)
+
+
+def _ensure_browser(session: nox.Session) -> None:
+    """Installs :data:`BROWSER_PACKAGES` when missing, where it may (root, as CI runs);
+    elsewhere the Catapult tests skip and name what to install."""
+    if shutil.which("chromium-headless-shell") and _POLYFILL.is_file():
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        session.log(f"no browser for the Catapult tests (they skip): {' '.join(BROWSER_PACKAGES)}")
+        return
+    session.run("apt-get", "update", "-qq", external=True)
+    session.run(
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        *BROWSER_PACKAGES,
+        external=True,
+        env={"DEBIAN_FRONTEND": "noninteractive"},
+    )
 
 
 def _suite_wheel() -> Path:
@@ -158,7 +186,8 @@ def suite(session: nox.Session) -> None:
     _install_suite_wheel(session)
     session.run("python", "-m", "mypy")
     session.run("python", "-m", "mypy.stubtest", "kinetrace._kinetrace")
-    _pytest(session, *session.posargs)
+    # Here the Catapult tests fail instead of skipping when the browser is missing.
+    _pytest(session, *session.posargs, env={"KINETRACE_REQUIRE_CATAPULT": "1"})
     # The panic hooks: the extension once more with the cargo feature test-hooks, unpacked
     # and put first on the path for tests/test_panics.py alone; KINETRACE_REQUIRE_TEST_HOOKS
     # makes a build without them fail the file instead of skipping it.

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use crate::error::{panic_message, Error, Result};
 use crate::interrupt::POLL;
-use crate::lexer::{Input, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
+use crate::lexer::{Input, Invalid, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
 use crate::members::Source;
 use crate::scan::{self, Scanner};
 
@@ -41,7 +41,22 @@ pub(crate) struct Event<'a> {
     pub(crate) dur: Option<f64>,
     /// (`cat`, `id`) of a flow end, type-tagged.
     pub(crate) flow_key: Option<&'a [u8]>,
+    /// Where the event starts in the decompressed JSON, and its index in `traceEvents`.
+    pub(crate) offset: u64,
+    pub(crate) index: u64,
+    /// Where the value of each field of [`field_slot`] is in `raw`, as written (a string
+    /// with its quotes): (start, end), empty when the field is missing or an object or an
+    /// array. `merge` rewrites `pid`, `ts` and `id` there.
+    pub(crate) values: ValueSpans,
 }
+
+/// Value extents of an event's fields, indexed as [`field_slot`] numbers them.
+pub(crate) type ValueSpans = [(u32, u32); 8];
+
+/// Slots of [`field_slot`] that readers of [`Event::values`] name.
+pub(crate) const SLOT_PID: usize = 3;
+pub(crate) const SLOT_TS: usize = 5;
+pub(crate) const SLOT_ID: usize = 7;
 
 impl Event<'_> {
     pub(crate) fn pid_text(&self) -> &[u8] {
@@ -60,6 +75,13 @@ impl Event<'_> {
     pub(crate) fn is_flow(&self) -> bool {
         self.flow_key.is_some()
     }
+
+    /// The value of field `slot` as written (a string with its quotes), if it is a string,
+    /// number, boolean or null.
+    pub(crate) fn value_text(&self, slot: usize) -> Option<&[u8]> {
+        let (start, end) = self.values[slot];
+        (end > start).then(|| &self.raw[start as usize..end as usize])
+    }
 }
 
 /// What reading a trace reports to its user.
@@ -68,6 +90,26 @@ pub(crate) trait Visitor {
     fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()>;
     /// One element of `traceEvents`.
     fn event(&mut self, ev: &Event<'_>) -> Result<()>;
+    /// Whether elements of `traceEvents` that are not trace events (not an object, or no
+    /// string `"ph"`) go to [`Visitor::not_an_event`]; by default they end the read ("not a
+    /// trace").
+    fn lenient(&self) -> bool {
+        false
+    }
+    /// An element of `traceEvents` that is not a trace event, at `offset` with `index`
+    /// (only called when [`Visitor::lenient`]).
+    fn not_an_event(&mut self, _offset: u64, _index: u64, _what: NotAnEvent) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Why an element of `traceEvents` is not a trace event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotAnEvent {
+    /// It is a JSON value of this kind, not an object.
+    NotObject(Kind),
+    /// An object without a string `"ph"` (this kind of `"ph"`, `Missing` when absent).
+    NoPhase(Kind),
 }
 
 /// The text of the fields an event is read for, as the lexer decodes them (reused).
@@ -218,6 +260,8 @@ fn read_events<R: BufRead>(
     mut index: u64,
     stop_at: &mut dyn FnMut(u64) -> bool,
 ) -> PResult<Stopped> {
+    // The input ending here ends it after the previous event, as a sequential read says.
+    inp.event = Some(index.saturating_sub(1));
     let mut b = inp.ws_expect("an event")?;
     loop {
         inp.event = Some(index);
@@ -252,12 +296,13 @@ fn fast_event<R: BufRead>(
     v: &mut dyn Visitor,
 ) -> PResult<bool> {
     inp.ensure(scan::WINDOW)?;
+    let at = (inp.offset(), inp.event.unwrap_or(0));
     let buf = &inp.buf[inp.pos..inp.len];
     let Some((len, spans)) = scan_event(buf) else {
         return Ok(false);
     };
     let raw = &buf[..len];
-    let Ok(ev) = make_event(raw, texts(raw, &spans), keys) else {
+    let Ok(ev) = make_event(raw, texts(raw, &spans), value_spans(&spans), keys, at) else {
         return Ok(false);
     };
     v.event(&ev).map_err(Stop::Fatal)?;
@@ -265,14 +310,29 @@ fn fast_event<R: BufRead>(
     Ok(true)
 }
 
-/// Where the fields of an event are: (kind, start, end) of each slot's text, relative to the
-/// event's first byte.
+/// Where the fields of an event are: (kind, start, end) of each slot's text (a string's
+/// between its quotes; not capped), relative to the event's first byte.
 type FieldSpans = [(Kind, u32, u32); 8];
 
-/// The fields of the event `raw` whose spans are given.
+/// The fields of the event `raw` whose spans are given, each capped at [`STRING_CAP`]
+/// bytes as the lexer caps what it decodes.
 #[inline]
 fn texts<'a>(raw: &'a [u8], spans: &FieldSpans) -> FieldTexts<'a> {
-    spans.map(|(kind, start, end)| (kind, &raw[start as usize..end as usize]))
+    spans.map(|(kind, start, end)| {
+        let (start, end) = (start as usize, end as usize);
+        (kind, &raw[start..end.min(start + STRING_CAP)])
+    })
+}
+
+/// Where the values of the fields whose spans are given are, as written (see
+/// [`Event::values`]): a string's text plus its quotes.
+#[inline]
+fn value_spans(spans: &FieldSpans) -> ValueSpans {
+    spans.map(|(kind, start, end)| match kind {
+        Kind::Str => (start - 1, end + 1),
+        Kind::Num | Kind::Bool | Kind::Null => (start, end),
+        _ => (0, 0),
+    })
 }
 
 /// Scans the event object at the start of `buf`: its length and fields, or `None` when the
@@ -302,14 +362,13 @@ fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
                 if !text.plain {
                     return None;
                 }
-                let end = text.end.min(text.start + STRING_CAP);
-                spans[slot] = (Kind::Str, text.start as u32, end as u32);
+                spans[slot] = (Kind::Str, text.start as u32, text.end as u32);
             }
         } else {
             let kind = s.value(2)?;
             if let Some(slot) = slot {
                 let end = match kind {
-                    Kind::Num | Kind::Bool => s.pos.min(start + STRING_CAP),
+                    Kind::Num | Kind::Bool | Kind::Null => s.pos,
                     _ => start,
                 };
                 spans[slot] = (kind, start as u32, end as u32);
@@ -323,17 +382,19 @@ fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
     }
 }
 
-/// The event with text `raw` and the given fields; the error says why it is not a trace
-/// event.
+/// The event with text `raw`, the given fields, at (offset, index); the error says why it is
+/// not a trace event (the kind of its `"ph"`).
 fn make_event<'a>(
     raw: &'a [u8],
     fields: FieldTexts<'a>,
+    values: ValueSpans,
     keys: &'a mut Keys,
-) -> std::result::Result<Event<'a>, &'static str> {
+    (offset, index): (u64, u64),
+) -> std::result::Result<Event<'a>, NotAnEvent> {
     let [(ph_kind, ph), (cat_kind, cat), (name_kind, name), (pid_kind, pid), (tid_kind, tid), (ts_kind, ts), (dur_kind, dur), (id_kind, id)] =
         fields;
     if ph_kind != Kind::Str {
-        return Err("not a trace: the event has no string \"ph\"");
+        return Err(NotAnEvent::NoPhase(ph_kind));
     }
     keys.pid_key.clear();
     if matches!(pid_kind, Kind::Str | Kind::Num) {
@@ -371,6 +432,9 @@ fn make_event<'a>(
         ts: number(ts_kind, ts),
         dur: number(dur_kind, dur),
         flow_key: if is_flow { Some(&keys.flow_key) } else { None },
+        offset,
+        index,
+        values,
     })
 }
 
@@ -382,25 +446,39 @@ fn event<R: BufRead>(
     first: u8,
     v: &mut dyn Visitor,
 ) -> PResult<()> {
+    let start = inp.offset();
+    let index = inp.event.unwrap_or(0);
     if first != b'{' {
         let k = inp.value(2, None)?;
-        return Err(inp.fail(format!(
-            "not a trace: the event is {}, not an object",
-            k.describe()
-        )));
+        if v.lenient() {
+            return v
+                .not_an_event(start, index, NotAnEvent::NotObject(k))
+                .map_err(Stop::Fatal);
+        }
+        return Err(inp.fail_at(
+            start,
+            format!("not a trace: the event is {}, not an object", k.describe()),
+        ));
     }
-    let start = inp.offset();
     inp.start_capture();
     inp.pos += 1;
     let mut kinds = [Kind::Missing; 8];
+    let mut values: ValueSpans = [(0, 0); 8];
     let mut b = inp.ws_expect("a key or '}'")?;
     if b != b'}' {
         loop {
             inp.key(b, &mut t.key)?;
             let slot = field_slot(&t.key);
+            let value_start = inp.offset() - start;
             let k = inp.value(3, slot.map(|i| &mut t.fields[i]))?;
             if let Some(i) = slot {
                 kinds[i] = k;
+                values[i] = match (k, u32::try_from(inp.offset() - start)) {
+                    (Kind::Str | Kind::Num | Kind::Bool | Kind::Null, Ok(end)) => {
+                        (value_start as u32, end)
+                    }
+                    _ => (0, 0),
+                };
             }
             match inp.next_item(b'}', "a key", "in an event")? {
                 Some(next) => b = next,
@@ -416,9 +494,10 @@ fn event<R: BufRead>(
         }
     }
     let raw = inp.end_capture();
-    match make_event(raw, fields, keys) {
+    match make_event(raw, fields, values, keys, (start, index)) {
         Ok(ev) => v.event(&ev).map_err(Stop::Fatal),
-        Err(msg) => Err(inp.fail_at(start, msg)),
+        Err(what) if v.lenient() => v.not_an_event(start, index, what).map_err(Stop::Fatal),
+        Err(_) => Err(inp.fail_at(start, "not a trace: the event has no string \"ph\"")),
     }
 }
 
@@ -439,6 +518,33 @@ pub(crate) fn read_trace_with(
     progress: &mut dyn FnMut(u64) -> Result<()>,
     options: ReadOptions,
 ) -> Result<u64> {
+    let end = scan_trace(path, v, progress, options)?;
+    match end.invalid {
+        None => Ok(end.json_bytes),
+        Some(invalid) => Err(Error::trace_format(path, invalid)),
+    }
+}
+
+/// How a read of a trace ended (see [`scan_trace`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReadEnd {
+    /// Bytes of JSON read (decompressed): all of them, or up to where the text is invalid.
+    pub(crate) json_bytes: u64,
+    /// Gzip members started (0 for plain JSON).
+    pub(crate) gzip_members: u32,
+    /// Why the text is not a trace, where reading stopped; `None` when it all read.
+    pub(crate) invalid: Option<Invalid>,
+}
+
+/// Reads the trace at `path` once, telling `v` about it, up to its end or to where it is not
+/// valid: an invalid trace is reported in the result, not as an error. Errors are I/O
+/// failures (naming the file) and what `v` or `progress` return.
+pub(crate) fn scan_trace(
+    path: &Path,
+    v: &mut dyn Visitor,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+    options: ReadOptions,
+) -> Result<ReadEnd> {
     let cannot_read = |e| Error::io(format!("cannot read {}", path.display()), e);
     let file =
         File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
@@ -447,12 +553,17 @@ pub(crate) fn read_trace_with(
     let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file)).map_err(cannot_read)?;
     let chunked = Chunked::new(&shared, len, &source, options);
     let mut inp = Input::new(source, progress, MAX_DEPTH);
-    match walk(&mut inp, v, chunked.as_ref()) {
-        Ok(()) => Ok(inp.offset()),
-        Err(Stop::Invalid(invalid)) => Err(Error::trace_format(path, invalid)),
-        Err(Stop::Read(e)) => Err(cannot_read(e)),
-        Err(Stop::Fatal(e)) => Err(e),
-    }
+    let invalid = match walk(&mut inp, v, chunked.as_ref()) {
+        Ok(()) => None,
+        Err(Stop::Invalid(invalid)) => Some(invalid),
+        Err(Stop::Read(e)) => return Err(cannot_read(e)),
+        Err(Stop::Fatal(e)) => return Err(e),
+    };
+    Ok(ReadEnd {
+        json_bytes: inp.offset(),
+        gzip_members: inp.inner.members(),
+        invalid,
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -788,7 +899,9 @@ impl<'f> Chunked<'f> {
                     for ev in &chunk.events {
                         let (start, len) = (ev.start as usize, ev.len as usize);
                         let raw = &chunk.text[start..start + len];
-                        match make_event(raw, texts(raw, &ev.spans), keys) {
+                        let at = (chunk.start + ev.start as u64, index);
+                        let values = value_spans(&ev.spans);
+                        match make_event(raw, texts(raw, &ev.spans), values, keys, at) {
                             Ok(e) => v.event(&e).map_err(Stop::Fatal)?,
                             Err(_) => {
                                 end = ChunkEnd::Unsure(start);
@@ -857,9 +970,14 @@ mod tests {
         }
 
         fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+            let values: Vec<_> = (0..8)
+                .map(|i| ev.value_text(i).map(String::from_utf8_lossy))
+                .collect();
             writeln!(
                 self.0,
-                "event {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                "event {} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                ev.offset,
+                ev.index,
                 String::from_utf8_lossy(ev.raw),
                 ev.ph,
                 ev.cat,
@@ -868,7 +986,8 @@ mod tests {
                 ev.thread_key,
                 ev.ts,
                 ev.dur,
-                ev.flow_key
+                ev.flow_key,
+                values
             )
             .unwrap();
             Ok(())
@@ -1010,6 +1129,45 @@ mod tests {
             damage.edit(&mut damaged, specials);
             let _ = same_in_parallel(&damaged);
         }
+    }
+
+    /// The value extents point at each field's text as written, whether the fast scanner
+    /// or the lexer read the event.
+    #[test]
+    fn values_are_where_the_fields_are_written() {
+        let text = concat!(
+            "{\"traceEvents\": [\n",
+            "{\"ph\":\"s\", \"pid\" : \"Spans\", \"ts\":1.500e3,\"id\":42,\"tid\":true},\n",
+            "{\"ph\":\"s\", \"pid\" : \"Sp\\\"ans\", \"ts\":1.500e3,\"id\":42,\"tid\":true},\n",
+            "{\"p\\u0068\":\"f\",\"pid\":-7,\"ts\": 12.000 ,\"id\":\"0x1\",\"cat\":null}\n",
+            "]}"
+        );
+        let (log, result) = read(text.as_bytes(), sequential());
+        assert!(result.is_ok(), "{result:?}");
+        let lines: Vec<&str> = log.lines().collect();
+        // Slots: ph cat name pid tid ts dur id. The first event is scanned, the others
+        // are read by the lexer (an escape in a field's value, an escaped key).
+        assert!(
+            lines[1].ends_with(
+                r#"[Some("\"s\""), None, None, Some("\"Sp\\\"ans\""), Some("true"), Some("1.500e3"), None, Some("42")]"#
+            ),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[0].ends_with(
+                r#"[Some("\"s\""), None, None, Some("\"Spans\""), Some("true"), Some("1.500e3"), None, Some("42")]"#
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[2].ends_with(
+                r#"[Some("\"f\""), Some("null"), None, Some("-7"), None, Some("12.000"), None, Some("\"0x1\"")]"#
+            ),
+            "{}",
+            lines[2]
+        );
     }
 
     #[test]

@@ -32,12 +32,16 @@ mod gzip;
 mod interrupt;
 mod lexer;
 mod members;
+mod merge;
+mod overlap;
 mod pipeline;
 mod recompress;
 mod render;
+mod repair;
 mod scan;
 mod sink;
 mod split;
+mod tolerant;
 mod trace;
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 //!   (plus, in a part of a split, a `kinetrace_part` key first);
 //! - the kept events, in the source's order;
 //! - a flow only when all its ends are kept (in the same part); the others are dropped and
-//!   counted in `flow_events_cut`;
+//!   counted: in `flow_events_unpaired` when the source has no other end of their flow
+//!   either, else in `flow_events_cut`;
 //! - the metadata (`M`) events of the processes (`pid`) and threads (`pid`, `tid`) that
 //!   some kept event is on, written after the others.
 //!
@@ -34,8 +35,9 @@
 //! threads; and the open-flow table: the text of flow ends whose other end has not been
 //! read yet (per part), which is empty between flows in torch's and Kineto's layout but
 //! holds the `ac2g` starts of CPU launches until their kernels are read when CPU activities
-//! come first (about 150 bytes per pending flow end). Reading adds its chunks in flight
-//! (see [`crate::events`]).
+//! come first (about 150 bytes per pending flow end), and the keys of the source's flows
+//! still lacking an end (about 60 bytes each, [`SourceFlows`]). Reading adds its chunks in
+//! flight (see [`crate::events`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
@@ -57,7 +59,7 @@ pub(crate) const MAX_KEPT_TEXT: usize = 64 << 20;
 pub(crate) const MAX_PARTS: usize = 999;
 
 /// Write buffer of each part during a split.
-const PART_BUFFER: usize = 64 << 10;
+pub(crate) const PART_BUFFER: usize = 64 << 10;
 
 /// Which events a filtered trace keeps. Empty lists and `None` keep everything.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -75,7 +77,7 @@ pub(crate) struct FilterSpec {
 }
 
 impl FilterSpec {
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if let Some(d) = self.min_dur_us {
             if !d.is_finite() || d < 0.0 {
                 return Err(Error::InvalidArgument(format!(
@@ -93,12 +95,40 @@ impl FilterSpec {
         Ok(())
     }
 
-    fn is_everything(&self) -> bool {
+    /// The criteria in words: `cat one of "kernel"; dur >= 5 us`.
+    fn describe(&self) -> String {
+        let quoted = |items: &[String]| {
+            items
+                .iter()
+                .map(|c| crate::check::quoted(c))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = Vec::new();
+        if !self.include_cats.is_empty() {
+            parts.push(format!("cat one of {}", quoted(&self.include_cats)));
+        }
+        if !self.exclude_cats.is_empty() {
+            parts.push(format!("cat none of {}", quoted(&self.exclude_cats)));
+        }
+        if let Some(d) = self.min_dur_us {
+            parts.push(format!("dur >= {d} us"));
+        }
+        if let Some((start, end)) = self.window_us {
+            parts.push(format!("a span overlapping [{start}, {end}) us"));
+        }
+        if !self.pids.is_empty() {
+            parts.push(format!("pid one of {}", self.pids.join(", ")));
+        }
+        parts.join("; ")
+    }
+
+    pub(crate) fn is_everything(&self) -> bool {
         *self == FilterSpec::default()
     }
 
     /// Whether a non-flow, non-metadata event is kept.
-    fn keeps(&self, ev: &Event<'_>) -> bool {
+    pub(crate) fn keeps(&self, ev: &Event<'_>) -> bool {
         if let Some(cat) = ev.cat {
             if !self.include_cats.is_empty() && !self.include_cats.iter().any(|c| c == cat) {
                 return false;
@@ -116,7 +146,7 @@ impl FilterSpec {
     }
 
     /// The `pid` and window tests alone (an event lasting `dur`).
-    fn keeps_place(&self, ev: &Event<'_>, dur: Option<f64>) -> bool {
+    pub(crate) fn keeps_place(&self, ev: &Event<'_>, dur: Option<f64>) -> bool {
         if !self.pids.is_empty() && !self.pids.iter().any(|p| p.as_bytes() == ev.pid_text()) {
             return false;
         }
@@ -147,13 +177,13 @@ struct LastOnThread {
 
 /// Binds flow ends to the event they belong to (see the module docs).
 #[derive(Default)]
-struct Binder {
+pub(crate) struct Binder {
     last: Option<LastOnThread>,
 }
 
 impl Binder {
     /// Notes where a non-flow event went.
-    fn saw(&mut self, ev: &Event<'_>, part: Option<i64>) {
+    pub(crate) fn saw(&mut self, ev: &Event<'_>, part: Option<i64>) {
         let Some(ts) = ev.ts else {
             self.last = None;
             return;
@@ -180,7 +210,7 @@ impl Binder {
 
     /// Where the event a flow end binds to went: `Some(part)` (`None` inside when it was
     /// dropped), or `None` when the flow end binds to nothing.
-    fn bound(&self, ev: &Event<'_>) -> Option<Option<i64>> {
+    pub(crate) fn bound(&self, ev: &Event<'_>) -> Option<Option<i64>> {
         let l = self.last.as_ref()?;
         let ts = ev.ts?;
         (l.thread == ev.thread_key && l.ts <= ts && ts <= l.end).then_some(l.part)
@@ -189,7 +219,7 @@ impl Binder {
 
 /// Flow ends of one output waiting for their other ends.
 #[derive(Default)]
-struct OpenFlows {
+pub(crate) struct OpenFlows {
     map: HashMap<Box<[u8]>, PendingFlow>,
 }
 
@@ -202,7 +232,7 @@ struct PendingFlow {
 
 impl OpenFlows {
     /// Adds a flow end; returns the events of the flow once it is complete.
-    fn add(&mut self, key: &[u8], ph: &[u8], raw: &[u8]) -> Option<Vec<Box<[u8]>>> {
+    pub(crate) fn add(&mut self, key: &[u8], ph: &[u8], raw: &[u8]) -> Option<Vec<Box<[u8]>>> {
         let p = match self.map.get_mut(key) {
             Some(p) => p,
             None => self.map.entry(key.into()).or_default(),
@@ -221,21 +251,65 @@ impl OpenFlows {
     }
 
     /// Flow ends left without their other end.
-    fn left(&self) -> u64 {
+    pub(crate) fn left(&self) -> u64 {
         self.map.values().map(|p| p.events.len() as u64).sum()
+    }
+
+    /// Flow ends left without their other end: (those whose flow has no other end in the
+    /// whole source either, the others).
+    fn left_by_source(&self, source: &SourceFlows) -> (u64, u64) {
+        let mut counts = (0, 0);
+        for (key, p) in &self.map {
+            let n = p.events.len() as u64;
+            if source.open.contains_key(key) {
+                counts.0 += n;
+            } else {
+                counts.1 += n;
+            }
+        }
+        counts
+    }
+}
+
+/// The flows of the whole source still lacking an end (`s` or `f`) as it is read: once it
+/// is all read, the flows that no window edge or criterion cut, but the source itself left
+/// unpaired (GPU traces have many: Kineto drops activities past its buffers, or before the
+/// window it records).
+#[derive(Default)]
+struct SourceFlows {
+    /// (starts, finishes) of each flow with one kind of end only so far.
+    open: HashMap<Box<[u8]>, (bool, bool)>,
+}
+
+impl SourceFlows {
+    fn add(&mut self, key: &[u8], ph: &[u8]) {
+        let (s, f) = (ph == b"s", ph == b"f");
+        match self.open.get_mut(key) {
+            Some(ends) => {
+                ends.0 |= s;
+                ends.1 |= f;
+                if ends.0 && ends.1 {
+                    self.open.remove(key);
+                }
+            }
+            None if !(s && f) => {
+                self.open.insert(key.into(), (s, f));
+            }
+            None => {}
+        }
     }
 }
 
 /// The processes and threads kept events are on, and the metadata events to choose from.
 #[derive(Default)]
-struct Present {
-    pids: HashSet<Box<[u8]>>,
-    threads: HashSet<Box<[u8]>>,
+pub(crate) struct Present {
+    pub(crate) pids: HashSet<Box<[u8]>>,
+    pub(crate) threads: HashSet<Box<[u8]>>,
     last_thread: Vec<u8>,
 }
 
 impl Present {
-    fn add(&mut self, ev: &Event<'_>) {
+    pub(crate) fn add(&mut self, ev: &Event<'_>) {
         if self.last_thread == ev.thread_key {
             return;
         }
@@ -286,7 +360,7 @@ fn renamed(key: &[u8], trace_name: Option<&str>) -> Option<Vec<u8>> {
 }
 
 /// Adds `n` bytes to a kept-text total, failing past [`MAX_KEPT_TEXT`].
-fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()> {
+pub(crate) fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()> {
     *total += n;
     if *total > MAX_KEPT_TEXT {
         return Err(Error::not_a_trace(
@@ -302,16 +376,16 @@ fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()>
 
 /// An output trace being written: the top-level object, the `traceEvents` array, and its
 /// separators.
-struct TraceWriter<W: Write> {
-    out: W,
-    events: u64,
-    in_events: bool,
+pub(crate) struct TraceWriter<W: Write> {
+    pub(crate) out: W,
+    pub(crate) events: u64,
+    pub(crate) in_events: bool,
     members: u64,
-    bytes: u64,
+    pub(crate) bytes: u64,
 }
 
 impl<W: Write> TraceWriter<W> {
-    fn new(out: W) -> Self {
+    pub(crate) fn new(out: W) -> Self {
         TraceWriter {
             out,
             events: 0,
@@ -321,37 +395,37 @@ impl<W: Write> TraceWriter<W> {
         }
     }
 
-    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.bytes += bytes.len() as u64;
         self.out.write_all(bytes)
     }
 
     /// A top-level member (`"key": value`).
-    fn member(&mut self, raw: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn member(&mut self, raw: &[u8]) -> std::io::Result<()> {
         self.put(if self.members == 0 { b"{\n" } else { b",\n" })?;
         self.members += 1;
         self.put(raw)
     }
 
-    fn open_events(&mut self) -> std::io::Result<()> {
+    pub(crate) fn open_events(&mut self) -> std::io::Result<()> {
         self.member(b"\"traceEvents\": [")?;
         self.in_events = true;
         Ok(())
     }
 
-    fn event(&mut self, raw: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn event(&mut self, raw: &[u8]) -> std::io::Result<()> {
         debug_assert!(self.in_events);
         self.put(if self.events == 0 { b"\n" } else { b",\n" })?;
         self.events += 1;
         self.put(raw)
     }
 
-    fn close_events(&mut self) -> std::io::Result<()> {
+    pub(crate) fn close_events(&mut self) -> std::io::Result<()> {
         self.in_events = false;
         self.put(b"\n]")
     }
 
-    fn end(&mut self) -> std::io::Result<()> {
+    pub(crate) fn end(&mut self) -> std::io::Result<()> {
         if self.members == 0 {
             self.put(b"{")?;
         }
@@ -370,6 +444,8 @@ pub(crate) struct FilterStats {
     pub(crate) metadata_written: u64,
     /// Flow ends dropped because another end of their flow was not kept.
     pub(crate) flow_events_cut: u64,
+    /// Flow ends dropped because their flow has no other end in the source at all.
+    pub(crate) flow_events_unpaired: u64,
     /// Bytes of JSON read and written (decompressed).
     pub(crate) json_bytes_read: u64,
     pub(crate) json_bytes_written: u64,
@@ -382,6 +458,7 @@ struct Filtering<'s, W: Write> {
     out: TraceWriter<W>,
     binder: Binder,
     flows: OpenFlows,
+    source_flows: SourceFlows,
     present: Present,
     metadata: Vec<Metadata>,
     metadata_bytes: usize,
@@ -437,6 +514,7 @@ impl<W: Write> Visitor for Filtering<'_, W> {
             return Ok(());
         }
         if let Some(key) = ev.flow_key {
+            self.source_flows.add(key, ev.ph);
             let kept = match self.binder.bound(ev) {
                 Some(part) => part.is_some(),
                 None => self.spec.keeps_place(ev, None),
@@ -484,6 +562,7 @@ pub(crate) fn filter(
         out: TraceWriter::new(SinkWrite(sink)),
         binder: Binder::default(),
         flows: OpenFlows::default(),
+        source_flows: SourceFlows::default(),
         present: Present::default(),
         metadata: Vec::new(),
         metadata_bytes: 0,
@@ -498,8 +577,9 @@ pub(crate) fn filter(
             return Err(Error::not_a_trace(src, "the trace has no events to keep"));
         }
         return Err(Error::InvalidArgument(format!(
-            "{}: the filter selects no events ({spec:?})",
-            src.display()
+            "{}: the filter selects no events (none has {})",
+            src.display(),
+            spec.describe()
         )));
     }
     let mut metadata_written = 0;
@@ -520,20 +600,21 @@ pub(crate) fn filter(
     state.out.end().map_err(wio)?;
     let events_written = state.out.events;
     let json_bytes_written = state.out.bytes;
-    let flow_events_cut = state.flows.left();
+    let (flow_events_unpaired, flow_events_cut) = state.flows.left_by_source(&state.source_flows);
     state.out.out.0.finish()?;
     Ok(FilterStats {
         events_read: state.events_read,
         events_written,
         metadata_written,
         flow_events_cut,
+        flow_events_unpaired,
         json_bytes_read,
         json_bytes_written,
     })
 }
 
 /// A [`Sink`] as an `io::Write`.
-struct SinkWrite(Sink);
+pub(crate) struct SinkWrite(pub(crate) Sink);
 
 impl Write for SinkWrite {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -548,16 +629,16 @@ impl Write for SinkWrite {
 
 /// Bytes of events over time, in cells of `1 << shift` ns.
 #[derive(Default)]
-struct Histogram {
-    cells: HashMap<i64, u64, BuildHasherDefault<CellHasher>>,
-    shift: u32,
+pub(crate) struct Histogram {
+    pub(crate) cells: HashMap<i64, u64, BuildHasherDefault<CellHasher>>,
+    pub(crate) shift: u32,
 }
 
 /// Hashes a histogram cell (an `i64`) with one multiplication: the keys are not chosen by
 /// anyone who could gain from collisions, and SipHash cost as much as the rest of the
 /// first pass's bookkeeping.
 #[derive(Default)]
-struct CellHasher(u64);
+pub(crate) struct CellHasher(u64);
 
 impl Hasher for CellHasher {
     fn finish(&self) -> u64 {
@@ -579,7 +660,7 @@ impl Hasher for CellHasher {
 }
 
 impl Histogram {
-    fn add(&mut self, ts_ns: i64, bytes: u64) {
+    pub(crate) fn add(&mut self, ts_ns: i64, bytes: u64) {
         *self.cells.entry(ts_ns >> self.shift).or_default() += bytes;
         while self.cells.len() > MAX_CELLS {
             self.shift += 1;
@@ -594,7 +675,7 @@ impl Histogram {
 }
 
 /// An event's time in integer ns (what the windows are cut on).
-fn ts_ns(ts: f64) -> i64 {
+pub(crate) fn ts_ns(ts: f64) -> i64 {
     (ts * 1000.0).round() as i64
 }
 
@@ -611,6 +692,7 @@ struct Survey<'s> {
     /// Bytes of events without a `ts` (they go to the first part).
     untimed_bytes: u64,
     binder: Binder,
+    flows: SourceFlows,
     events: u64,
 }
 
@@ -643,6 +725,9 @@ impl Visitor for Survey<'_> {
             )?;
             self.metadata.push(Metadata::of(ev));
             return Ok(());
+        }
+        if let Some(key) = ev.flow_key {
+            self.flows.add(key, ev.ph);
         }
         let at = if ev.is_flow() {
             match self.binder.bound(ev) {
@@ -685,6 +770,8 @@ pub(crate) struct SplitStats {
     pub(crate) events_read: u64,
     /// Flow ends dropped because their flow crosses a window edge.
     pub(crate) flow_events_cut: u64,
+    /// Flow ends dropped because their flow has no other end in the source at all.
+    pub(crate) flow_events_unpaired: u64,
     /// Bytes of JSON read (decompressed, one pass).
     pub(crate) json_bytes_read: u64,
     /// Parts over the size asked for (when more than that falls in one histogram cell).
@@ -706,16 +793,42 @@ struct PartOut {
 }
 
 /// Where the windows are.
-struct Plan {
-    shift: u32,
+pub(crate) struct Plan {
+    pub(crate) shift: u32,
     /// The first cell of each part.
-    firsts: Vec<i64>,
+    pub(crate) firsts: Vec<i64>,
     /// One past the last cell of the last part.
-    end_cell: i64,
+    pub(crate) end_cell: i64,
 }
 
 impl Plan {
-    fn part_of(&self, ts: Option<f64>) -> usize {
+    /// Cuts the histogram's cells (emptied) into windows of at most `budget` bytes each
+    /// (more only where one cell holds more); `untimed` bytes go to the first.
+    pub(crate) fn cut(histogram: &mut Histogram, untimed: u64, budget: u64) -> Plan {
+        let mut cells: Vec<(i64, u64)> = histogram.cells.drain().collect();
+        cells.sort_unstable();
+        let mut firsts = Vec::new();
+        let mut acc = untimed;
+        for (i, &(cell, bytes)) in cells.iter().enumerate() {
+            if i == 0 {
+                firsts.push(cell);
+            } else if acc > 0 && acc + bytes > budget {
+                firsts.push(cell);
+                acc = 0;
+            }
+            acc += bytes;
+        }
+        if firsts.is_empty() {
+            firsts.push(0);
+        }
+        Plan {
+            shift: histogram.shift,
+            end_cell: cells.last().map_or(1, |c| c.0 + 1),
+            firsts,
+        }
+    }
+
+    pub(crate) fn part_of(&self, ts: Option<f64>) -> usize {
         match ts {
             None => 0,
             Some(ts) => {
@@ -727,7 +840,7 @@ impl Plan {
         }
     }
 
-    fn window_us(&self, part: usize) -> (f64, f64) {
+    pub(crate) fn window_us(&self, part: usize) -> (f64, f64) {
         let start = self.firsts[part];
         let end = self.firsts.get(part + 1).copied().unwrap_or(self.end_cell);
         let us = |cell: i64| ((cell as i128) << self.shift) as f64 / 1000.0;
@@ -772,9 +885,9 @@ fn part_error(out: &PartOut, e: std::io::Error) -> Error {
 
 /// Files of a split not yet in place: removed on drop unless committed.
 #[derive(Default)]
-struct Temps {
-    paths: Vec<PathBuf>,
-    committed: bool,
+pub(crate) struct Temps {
+    pub(crate) paths: Vec<PathBuf>,
+    pub(crate) committed: bool,
 }
 
 impl Drop for Temps {
@@ -788,7 +901,7 @@ impl Drop for Temps {
 }
 
 /// `name` without a trace suffix (`.json.gz`, `.json`, `.gz`).
-fn stem(name: &str) -> &str {
+pub(crate) fn stem(name: &str) -> &str {
     for suffix in [".json.gz", ".json", ".gz"] {
         if let Some(s) = name.strip_suffix(suffix) {
             if !s.is_empty() {
@@ -875,6 +988,7 @@ pub(crate) fn split(
         histogram: Histogram::default(),
         untimed_bytes: 0,
         binder: Binder::default(),
+        flows: SourceFlows::default(),
         events: 0,
     };
     let json_bytes_read = read_trace(src, &mut survey, progress)?;
@@ -896,26 +1010,8 @@ pub(crate) fn split(
         )));
     }
     let budget = options.max_bytes - overhead;
-    let mut cells: Vec<(i64, u64)> = survey.histogram.cells.drain().collect();
-    cells.sort_unstable();
-    let mut firsts = Vec::new();
-    let mut sizes = Vec::new();
-    let mut acc = survey.untimed_bytes;
-    for (i, &(cell, bytes)) in cells.iter().enumerate() {
-        if i == 0 {
-            firsts.push(cell);
-        } else if acc > 0 && acc + bytes > budget {
-            firsts.push(cell);
-            sizes.push(acc);
-            acc = 0;
-        }
-        acc += bytes;
-    }
-    sizes.push(acc);
-    if firsts.is_empty() {
-        firsts.push(0);
-    }
-    if firsts.len() > MAX_PARTS {
+    let plan = Plan::cut(&mut survey.histogram, survey.untimed_bytes, budget);
+    if plan.firsts.len() > MAX_PARTS {
         return Err(Error::InvalidArgument(format!(
             "{}: {} MB of JSON in parts of at most {:.3} MB makes more than {MAX_PARTS} parts: \
              choose a larger size",
@@ -924,11 +1020,6 @@ pub(crate) fn split(
             options.max_bytes as f64 / 1e6,
         )));
     }
-    let plan = Plan {
-        shift: survey.histogram.shift,
-        end_cell: cells.last().map_or(1, |c| c.0 + 1),
-        firsts,
-    };
     let count = plan.firsts.len();
 
     // Pass 2: every event into its part's temporary file.
@@ -994,7 +1085,9 @@ pub(crate) fn split(
     };
     let mut plain_temps = Vec::new();
     for (i, mut out) in parting.outs.into_iter().enumerate() {
-        stats.flow_events_cut += out.flows.left();
+        let (unpaired, cut) = out.flows.left_by_source(&survey.flows);
+        stats.flow_events_unpaired += unpaired;
+        stats.flow_events_cut += cut;
         let werr = |out: &PartOut, e| part_error(out, e);
         for m in &survey.metadata {
             if out.present.wants(m) {
@@ -1021,12 +1114,27 @@ pub(crate) fn split(
         plain_temps.push(out.temp);
     }
 
-    // Gzip: each part through the parallel encoder, into a second temporary file.
+    finish_parts(&plain_temps, &finals, gzip, &mut temps, &mut || {
+        progress(json_bytes_read)
+    })?;
+    Ok(stats)
+}
+
+/// Puts parts written as plain temporary files (`plain`) in place at `finals`, all or none:
+/// for gzip, each is first compressed with the parallel encoder into a second temporary
+/// file (`progress` is called after each); then all are renamed, and `temps` committed.
+pub(crate) fn finish_parts(
+    plain: &[PathBuf],
+    finals: &[PathBuf],
+    gzip: Option<(u32, usize)>,
+    temps: &mut Temps,
+    progress: &mut dyn FnMut() -> Result<()>,
+) -> Result<()> {
     let ready: Vec<PathBuf> = match gzip {
-        None => plain_temps,
+        None => plain.to_vec(),
         Some((level, threads)) => {
-            let mut ready = Vec::with_capacity(count);
-            for plain in &plain_temps {
+            let mut ready = Vec::with_capacity(plain.len());
+            for plain in plain {
                 let gz = plain.with_extension("json.gz");
                 temps.paths.push(gz.clone());
                 let mut sink = Sink::create(&gz, Encoding::Gzip { level, threads })?;
@@ -1043,13 +1151,13 @@ pub(crate) fn split(
                 }
                 sink.finish()?;
                 let _ = fs::remove_file(plain);
-                progress(json_bytes_read)?;
+                progress()?;
                 ready.push(gz);
             }
             ready
         }
     };
-    for (i, (from, to)) in ready.iter().zip(&finals).enumerate() {
+    for (i, (from, to)) in ready.iter().zip(finals).enumerate() {
         if let Err(e) = fs::rename(from, to) {
             // All or nothing: take back the parts already moved.
             for done in &finals[..i] {
@@ -1059,7 +1167,7 @@ pub(crate) fn split(
         }
     }
     temps.committed = true;
-    Ok(stats)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -1212,6 +1320,68 @@ mod tests {
             stem: None,
             suffix: None,
             trace_name: None,
+        }
+    }
+
+    /// Flow ends the source itself leaves unpaired are told apart from those a window edge
+    /// or a criterion cuts.
+    #[test]
+    fn unpaired_flows_are_not_counted_as_cut() {
+        let dir = scratch("unpaired");
+        let (text, lines) = gpu_trace(3000);
+        // Drop every 5th flow finish: its start has no other end in the source any more.
+        let mut orphans = 0u64;
+        let mut seen_f = 0;
+        let kept: Vec<&String> = lines
+            .iter()
+            .filter(|l| {
+                if l.contains(r#""ph":"f""#) {
+                    seen_f += 1;
+                    if seen_f % 5 == 0 {
+                        orphans += 1;
+                        return false;
+                    }
+                }
+                true
+            })
+            .collect();
+        assert!(orphans > 10);
+        let body: Vec<&str> = kept.iter().map(|l| l.as_str()).collect();
+        let start = text.find("\n{").unwrap() + 1;
+        let end = text.rfind("\n],").unwrap();
+        let damaged = format!("{}{}{}", &text[..start], body.join(",\n"), &text[end..]);
+        let src = dir.join("t.json");
+        fs::write(&src, &damaged).unwrap();
+        // All of it: only the orphans go, counted as unpaired.
+        let dst = dir.join("all.json");
+        let stats = filter(
+            &src,
+            &dst,
+            &FilterSpec::default(),
+            Encoding::Plain,
+            None,
+            &mut no_progress(),
+        )
+        .unwrap();
+        assert_eq!(
+            (stats.flow_events_unpaired, stats.flow_events_cut),
+            (orphans, 0)
+        );
+        // No CPU events: the kernels' ac2g ends lose their CPU ends (cut); the orphans,
+        // all on CPU events, go with them (not counted).
+        let spec = FilterSpec {
+            exclude_cats: vec!["cpu_op".into(), "cuda_runtime".into()],
+            ..FilterSpec::default()
+        };
+        let stats = filter(&src, &dst, &spec, Encoding::Plain, None, &mut no_progress()).unwrap();
+        assert_eq!(stats.flow_events_unpaired, 0);
+        assert!(stats.flow_events_cut > 0);
+        // Split: the orphans are unpaired wherever they land, the rest cut at edges.
+        let stats = split(&src, &options(150_000), &mut no_progress()).unwrap();
+        assert!(stats.parts.len() > 2);
+        assert_eq!(stats.flow_events_unpaired, orphans);
+        for p in &stats.parts {
+            fs::remove_file(&p.path).unwrap();
         }
     }
 
@@ -1479,6 +1649,7 @@ mod tests {
         };
         let err = filter(&src, &dst, &spec, Encoding::Plain, None, &mut no_progress()).unwrap_err();
         assert!(err.to_string().contains("selects no events"), "{err}");
+        assert!(!err.to_string().contains("FilterSpec"), "{err}");
         assert_eq!(fs::read(&dst).unwrap(), before);
         assert_eq!(entries(&dir), vec!["f.json", "t.json"]);
     }

@@ -4,7 +4,7 @@ A build with the cargo feature ``test-hooks`` (never a release wheel) also has
 ``_panic_for_tests()`` and ``_Exporter._inject_panic()``, for ``tests/test_panics.py``."""
 
 from os import PathLike
-from typing import Any, TypedDict, final, overload
+from typing import Any, Literal, TypedDict, final, overload
 
 from typing_extensions import Self
 
@@ -18,7 +18,9 @@ __all__ = [
     "__version__",
     "check_trace",
     "filter_trace",
+    "merge_traces",
     "recompress",
+    "repair_trace",
     "split_trace",
     "trimonth_base_ns",
 ]
@@ -42,6 +44,7 @@ class _PartStats(TypedDict):
 class _SplitStats(TypedDict):
     events_read: int
     flow_events_cut: int
+    flow_events_unpaired: int
     json_bytes_read: int
     oversized_parts: int
 
@@ -50,11 +53,109 @@ class _FilterStats(TypedDict):
     events_written: int
     metadata_written: int
     flow_events_cut: int
+    flow_events_unpaired: int
     json_bytes_read: int
     json_bytes_written: int
 
+class _Example(TypedDict):
+    offset: int | None
+    event_index: int | None
+    message: str
+
+class _TrackCount(TypedDict):
+    pid: str
+    tid: str
+    name: str | None
+    dropped: int
+
+class _Finding(TypedDict):
+    kind: str
+    level: Literal["error", "warning"]
+    count: int
+    message: str
+    examples: list[_Example]
+    tracks: list[_TrackCount]
+    track_count: int
+    note: str | None
+
+class _TraceInfo(TypedDict):
+    json_bytes: int
+    gzip_members: int
+    top_level_keys: list[str]
+    schema_version: Any
+    trace_name: Any
+    base_time_ns: Any
+    display_time_unit: Any
+    events: int
+    phases: dict[str, int]
+    categories: dict[str, int]
+    processes: int
+    threads: int
+    ts_min: float | None
+    ts_max: float | None
+    flows_paired: int
+    flows_unpaired: int
+    summary_truncated: bool
+
+class _CheckReport(TypedDict):
+    valid: bool
+    complete: bool
+    errors: list[_Finding]
+    warnings: list[_Finding]
+    info: _TraceInfo
+
+class _Change(TypedDict):
+    kind: str
+    count: int
+    message: str
+    examples: list[_Example]
+
+class _RepairStats(TypedDict):
+    changes: list[_Change]
+    json_bytes_read: int
+    json_bytes_written: int
+    events_read: int
+    events_written: int
+
+class _MergedProcessStats(TypedDict):
+    source_pid: str
+    pid: int
+    name: str
+    sort_index: int
+
+class _MergedRankStats(TypedDict):
+    source: str
+    label: str
+    rank: int | None
+    rank_from: str
+    base_time_ns: int | None
+    offset_ns: int
+    align_offset_ns: int
+    events_read: int
+    events_written: int
+    json_bytes_read: int
+    processes: list[_MergedProcessStats]
+
+class _MergeStats(TypedDict):
+    base_time_ns: int | None
+    aligned_step: int | None
+    events_read: int
+    events_written: int
+    flow_events_cut: int
+    json_bytes_read: int
+    json_bytes_written: int
+    oversized_parts: int
+    warnings: list[str]
+
 def trimonth_base_ns(earliest_ns: int) -> int: ...
-def check_trace(path: str | PathLike[str], max_errors: int = 50) -> dict[str, Any]: ...
+def check_trace(path: str | PathLike[str], examples: int = 5) -> _CheckReport: ...
+def repair_trace(
+    src: str | PathLike[str],
+    dst: str | PathLike[str],
+    untangle: bool,
+    gzip: tuple[int, int] | None,
+    examples: int = 5,
+) -> _RepairStats: ...
 def recompress(
     src: str | PathLike[str], dst: str | PathLike[str], level: int, threads: int
 ) -> tuple[int, int]: ...
@@ -79,6 +180,20 @@ def filter_trace(
     gzip: tuple[int, int] | None,
     trace_name: str | None = None,
 ) -> _FilterStats: ...
+def merge_traces(
+    sources: list[str],
+    dst: str | PathLike[str],
+    labels: list[str | None],
+    align_step: bool,
+    include_cats: list[str],
+    exclude_cats: list[str],
+    min_dur_us: float | None,
+    window_us: tuple[float, float] | None,
+    pids: list[str],
+    max_bytes: int | None,
+    gzip: tuple[int, int] | None,
+    threads: int,
+) -> tuple[list[_PartStats], list[_MergedRankStats], _MergeStats]: ...
 
 @final
 class _Exporter:
