@@ -69,7 +69,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from kinetrace import _extract, _handles, _workers
+from kinetrace import _extract, _workers
 
 __all__ = ["MAX_WAITING", "NICE", "available", "prestart", "submit"]
 
@@ -218,7 +218,6 @@ def _child_main(job: Job, host: _extract.HostIdentity, to_parent: int) -> NoRetu
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.disable()
         _extract._host_override = host
-        _handles.forget_pending()
         stats = job._export(job._result, job.path, job._metadata, background=False, **job._options)
         _workers._send(
             to_parent, ("done", stats.events, stats.uncompressed_bytes, stats.file_bytes)
