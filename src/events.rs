@@ -27,6 +27,19 @@ use crate::scan::{self, Scanner};
 /// Deepest nesting accepted in the input.
 const MAX_DEPTH: usize = 512;
 
+/// Most bytes of one top-level member or one event: each is held in memory whole, so a
+/// bigger one (or an endless one) is refused, at its offset, before memory runs out.
+pub(crate) const MAX_VALUE: usize = 64 << 20;
+
+/// A visitor's error: a refusal of what it was told (`InvalidArgument`, such as too much
+/// text to keep) names where that was, at `at`; anything else stops the read as it is.
+fn visitor_error<R: BufRead>(inp: &Input<'_, R>, at: u64, e: Error) -> Stop {
+    match e {
+        Error::InvalidArgument(msg) => inp.fail_at(at, msg),
+        e => Stop::Fatal(e),
+    }
+}
+
 /// One event as read, with its raw text.
 pub(crate) struct Event<'a> {
     pub(crate) raw: &'a [u8],
@@ -145,10 +158,11 @@ fn walk(
     let mut b = inp.ws_expect("a key or '}'")?;
     if b != b'}' {
         loop {
+            let at = inp.offset();
             inp.start_capture();
             inp.key(b, &mut t.key)?;
             if t.key == b"traceEvents" {
-                inp.end_capture();
+                inp.end_capture()?;
                 if seen_events {
                     return Err(inp.fail("duplicate key \"traceEvents\""));
                 }
@@ -159,8 +173,9 @@ fn walk(
                 events(inp, &mut t, v, chunked)?;
             } else {
                 inp.value(1, None)?;
-                let raw = inp.end_capture();
-                v.header(&t.key, raw, seen_events).map_err(Stop::Fatal)?;
+                let raw = inp.end_capture()?;
+                let told = v.header(&t.key, raw, seen_events);
+                told.map_err(|e| visitor_error(inp, at, e))?;
             }
             match inp.next_item(b'}', "a key", "after a top-level value")? {
                 Some(next) => b = next,
@@ -260,7 +275,8 @@ fn fast_event<R: BufRead>(
     let Ok(ev) = make_event(raw, texts(raw, &spans), keys) else {
         return Ok(false);
     };
-    v.event(&ev).map_err(Stop::Fatal)?;
+    let at = inp.offset();
+    v.event(&ev).map_err(|e| visitor_error(inp, at, e))?;
     inp.pos += len;
     Ok(true)
 }
@@ -415,9 +431,9 @@ fn event<R: BufRead>(
             *slot = (kinds[i], &t.fields[i]);
         }
     }
-    let raw = inp.end_capture();
+    let raw = inp.end_capture()?;
     match make_event(raw, fields, keys) {
-        Ok(ev) => v.event(&ev).map_err(Stop::Fatal),
+        Ok(ev) => v.event(&ev).map_err(|e| visitor_error(inp, start, e)),
         Err(msg) => Err(inp.fail_at(start, msg)),
     }
 }
@@ -447,16 +463,54 @@ pub(crate) fn read_trace_with(
     let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file)).map_err(cannot_read)?;
     let chunked = Chunked::new(&shared, len, &source, options);
     let mut inp = Input::new(source, progress, MAX_DEPTH);
-    match walk(&mut inp, v, chunked.as_ref()) {
-        Ok(()) => Ok(inp.offset()),
+    inp.capture_limit = MAX_VALUE;
+    let walked = walk(&mut inp, v, chunked.as_ref());
+    finish(path, walked.map(|()| inp.offset()))
+}
+
+/// A walk's outcome as the crate's error: what is wrong with the input names the file.
+fn finish<T>(path: &Path, walked: PResult<T>) -> Result<T> {
+    match walked {
+        Ok(value) => Ok(value),
         Err(Stop::Invalid(msg)) => {
             Err(Error::InvalidArgument(format!("{}: {msg}", path.display())))
         }
         Err(Stop::Fatal(Error::Io { context, source })) if context == "cannot read" => {
-            Err(cannot_read(source))
+            Err(Error::io(format!("cannot read {}", path.display()), source))
         }
         Err(Stop::Fatal(e)) => Err(e),
     }
+}
+
+/// Checks the trace at `path` as [`read_trace`] does (one thread, in order), telling `tap`
+/// every decompressed byte as it is read, before it is checked: `compress` writes the
+/// bytes out as they are checked, and fails on the first fault. Returns the bytes of JSON
+/// and the gzip members of the source (0 for plain JSON).
+pub(crate) fn check_through(
+    path: &Path,
+    tap: &mut dyn FnMut(&[u8]) -> Result<()>,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<(u64, u32)> {
+    struct Nothing;
+    impl Visitor for Nothing {
+        fn header(&mut self, _: &[u8], _: &[u8], _: bool) -> Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, _: &Event<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+    let file =
+        File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file))
+        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+    let mut inp = Input::new(source, progress, MAX_DEPTH);
+    inp.capture_limit = MAX_VALUE;
+    inp.tap = Some(tap);
+    let walked = walk(&mut inp, &mut Nothing, None);
+    // What the tap has not been told (an input that ends in a fault) is not written anyway.
+    let walked = walked.map(|()| (inp.offset(), inp.inner.members()));
+    finish(path, walked)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -793,7 +847,12 @@ impl<'f> Chunked<'f> {
                         let (start, len) = (ev.start as usize, ev.len as usize);
                         let raw = &chunk.text[start..start + len];
                         match make_event(raw, texts(raw, &ev.spans), keys) {
-                            Ok(e) => v.event(&e).map_err(Stop::Fatal)?,
+                            Ok(e) => {
+                                if let Err(e) = v.event(&e) {
+                                    inp.event = Some(index);
+                                    return Err(visitor_error(inp, chunk.start + start as u64, e));
+                                }
+                            }
                             Err(_) => {
                                 end = ChunkEnd::Unsure(start);
                                 break;

@@ -38,6 +38,7 @@ mod render;
 mod scan;
 mod sink;
 mod split;
+mod temps;
 mod trace;
 
 #[cfg(test)]

@@ -285,13 +285,13 @@ fn renamed(key: &[u8], trace_name: Option<&str>) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Adds `n` bytes to a kept-text total, failing past [`MAX_KEPT_TEXT`].
-fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()> {
+/// Adds `n` bytes to a kept-text total, failing past [`MAX_KEPT_TEXT`] (the reader names
+/// the file and the offset).
+fn keep_text(total: &mut usize, n: usize, what: &str) -> Result<()> {
     *total += n;
     if *total > MAX_KEPT_TEXT {
         return Err(Error::InvalidArgument(format!(
-            "{}: more than {} MiB of {what}: not a trace this tool can cut",
-            path.display(),
+            "too large: more than {} MiB of {what}: not a trace this tool can cut",
             MAX_KEPT_TEXT >> 20
         )));
     }
@@ -376,7 +376,6 @@ pub(crate) struct FilterStats {
 struct Filtering<'s, W: Write> {
     spec: &'s FilterSpec,
     trace_name: Option<&'s str>,
-    path: &'s Path,
     out: TraceWriter<W>,
     binder: Binder,
     flows: OpenFlows,
@@ -400,12 +399,7 @@ impl<W: Write> Filtering<'_, W> {
 
 impl<W: Write> Visitor for Filtering<'_, W> {
     fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()> {
-        keep_text(
-            &mut self.header_bytes,
-            raw.len(),
-            "top-level keys",
-            self.path,
-        )?;
+        keep_text(&mut self.header_bytes, raw.len(), "top-level keys")?;
         let renamed = renamed(key, self.trace_name);
         let raw = renamed.as_deref().unwrap_or(raw);
         if after_events {
@@ -425,12 +419,7 @@ impl<W: Write> Visitor for Filtering<'_, W> {
         }
         self.events_read += 1;
         if ev.is_metadata() {
-            keep_text(
-                &mut self.metadata_bytes,
-                ev.raw.len(),
-                "metadata events",
-                self.path,
-            )?;
+            keep_text(&mut self.metadata_bytes, ev.raw.len(), "metadata events")?;
             self.metadata.push(Metadata::of(ev));
             return Ok(());
         }
@@ -478,7 +467,6 @@ pub(crate) fn filter(
     let mut state = Filtering {
         spec,
         trace_name,
-        path: src,
         out: TraceWriter::new(SinkWrite(sink)),
         binder: Binder::default(),
         flows: OpenFlows::default(),
@@ -597,7 +585,6 @@ fn ts_ns(ts: f64) -> i64 {
 
 /// The first pass of a split.
 struct Survey<'s> {
-    path: &'s Path,
     trace_name: Option<&'s str>,
     before: Vec<Box<[u8]>>,
     after: Vec<Box<[u8]>>,
@@ -613,12 +600,7 @@ struct Survey<'s> {
 
 impl Visitor for Survey<'_> {
     fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()> {
-        keep_text(
-            &mut self.header_bytes,
-            raw.len(),
-            "top-level keys",
-            self.path,
-        )?;
+        keep_text(&mut self.header_bytes, raw.len(), "top-level keys")?;
         let renamed = renamed(key, self.trace_name);
         let raw = renamed.as_deref().unwrap_or(raw);
         if after_events {
@@ -636,7 +618,6 @@ impl Visitor for Survey<'_> {
                 &mut self.metadata_bytes,
                 ev.raw.len() + 2,
                 "metadata events",
-                self.path,
             )?;
             self.metadata.push(Metadata::of(ev));
             return Ok(());
@@ -862,7 +843,6 @@ pub(crate) fn split(
 
     // Pass 1: header, metadata, histogram.
     let mut survey = Survey {
-        path: src,
         trace_name: options.trace_name.as_deref(),
         before: Vec::new(),
         after: Vec::new(),
@@ -941,15 +921,14 @@ pub(crate) fn split(
         .collect();
     let mut temps = Temps::default();
     let mut outs = Vec::with_capacity(count);
-    let pid = std::process::id();
     for (i, fin) in finals.iter().enumerate() {
-        let file_name = fin.file_name().expect("a file name").to_string_lossy();
-        let temp = dir.join(format!(".{file_name}.{pid}.kinetrace-part.json"));
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(|e| Error::io(format!("cannot create {}", temp.display()), e))?;
+        let (file, temp) = crate::temps::create(&dir, fin.file_name().expect("a file name"))
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot create a temporary file for {}", fin.display()),
+                    e,
+                )
+            })?;
         temps.paths.push(temp.clone());
         let mut out = PartOut {
             w: TraceWriter::new(BufWriter::with_capacity(PART_BUFFER, file)),
@@ -1026,8 +1005,15 @@ pub(crate) fn split(
         None => plain_temps,
         Some((level, threads)) => {
             let mut ready = Vec::with_capacity(count);
-            for plain in &plain_temps {
-                let gz = plain.with_extension("json.gz");
+            for (plain, fin) in plain_temps.iter().zip(&finals) {
+                // An empty temporary the encoder's own temporary replaces when complete.
+                let (_, gz) = crate::temps::create(&dir, fin.file_name().expect("a file name"))
+                    .map_err(|e| {
+                        Error::io(
+                            format!("cannot create a temporary file for {}", fin.display()),
+                            e,
+                        )
+                    })?;
                 temps.paths.push(gz.clone());
                 let mut sink = Sink::create(&gz, Encoding::Gzip { level, threads })?;
                 let mut file = File::open(plain)

@@ -61,7 +61,6 @@ from __future__ import annotations
 import _thread
 import contextlib
 import gc
-import glob
 import os
 import queue
 import signal
@@ -69,7 +68,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from kinetrace import _extract, _workers
+from kinetrace import _extract, _kinetrace, _workers
 
 __all__ = ["MAX_WAITING", "NICE", "available", "prestart", "submit"]
 
@@ -240,14 +239,9 @@ def _kill_group(pid: int) -> None:
 
 
 def _remove_temporaries(path: str, pid: int) -> None:
-    """The temporary file a killed child (pid) left beside ``path``: the writer's, named
-    ``.{name}.{pid}.{random}.kinetrace-tmp`` (worker outputs are anonymous files: nothing
-    of theirs outlives the processes)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    pattern = glob.escape(f".{name}.{pid}.") + "*.kinetrace-tmp"
-    for leftover in glob.glob(os.path.join(glob.escape(directory), pattern)):
-        with contextlib.suppress(OSError):
-            os.remove(leftover)
+    """The temporary file a killed child (pid) left beside ``path`` (the writer's; worker
+    outputs are anonymous files: nothing of theirs outlives the processes)."""
+    _kinetrace.remove_temporaries(path, pid)
 
 
 class _Runner:

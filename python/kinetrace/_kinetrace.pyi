@@ -1,6 +1,7 @@
 """Private native module of kinetrace (Rust). The public API is in ``kinetrace``."""
 
 from os import PathLike
+from pathlib import Path
 from typing import Any, final
 
 from typing_extensions import Self
@@ -14,9 +15,11 @@ __all__ = [
     "__version__",
     "_panic_for_tests",
     "check_trace",
+    "create_temporary",
     "filter_trace",
     "format_microseconds",
     "recompress",
+    "remove_temporaries",
     "split_trace",
     "trimonth_base_ns",
 ]
@@ -31,6 +34,8 @@ def format_microseconds(ns: int) -> str: ...
 def trimonth_base_ns(earliest_ns: int) -> int: ...
 def _panic_for_tests() -> None: ...
 def check_trace(path: str | PathLike[str], max_errors: int = 50) -> dict[str, Any]: ...
+def create_temporary(directory: str | PathLike[str], name: str) -> Path: ...
+def remove_temporaries(path: str | PathLike[str], pid: int) -> int: ...
 def recompress(
     src: str | PathLike[str], dst: str | PathLike[str], level: int, threads: int
 ) -> tuple[int, int]: ...

@@ -9,7 +9,10 @@ bytes rather than the name.
   fields ``X``/``i``/``M`` events need, every flow start matched by a finish) and summarizes
   the trace.
 - ``kinetrace compress`` rewrites a trace as ONE gzip member with the parallel encoder (some
-  viewers read only the first member of a gzip file).
+  viewers read only the first member of a gzip file), checking it on the way with the strict
+  reader ``split`` and ``filter`` use: what is not a trace (truncated, NaN, a byte-order
+  mark, invalid UTF-8, empty, a second document, a top-level member or event over 64 MiB)
+  fails at the offset of its first fault and leaves nothing.
 """
 
 from __future__ import annotations
@@ -322,9 +325,13 @@ def compress_main(args: argparse.Namespace) -> int:
     gzip input. An existing DST other than a gzip SRC itself is replaced only with
     ``force``.
 
+    SRC is checked as it streams, as ``split`` and ``filter`` check their input: anything
+    that is not a trace fails at the offset of its first fault.
+
     Returns:
-        0 on success; 1 when it failed (corrupt or truncated source, a write error) or
-        refused to overwrite DST; 2 for a bad level or thread count, or an unreadable SRC.
+        0 on success; 1 when it failed (SRC is not a trace: corrupt, truncated, not strict
+        JSON; a write error) or refused to overwrite DST; 2 for a bad level or thread count,
+        or an unreadable SRC.
     """
     prog = "kinetrace compress"
     level = DEFAULT_COMPRESSLEVEL if args.level is None else args.level
@@ -388,9 +395,12 @@ def add_compress_parser(subparsers: Any) -> argparse.ArgumentParser:
             "Stream a trace (.json, or gzip with any number of members) into a single-member "
             "gzip file with the parallel encoder. Some viewers (chrome://tracing, TensorBoard "
             "in a browser, zlib.decompress(data, 31)) read only the first member of a gzip "
-            "file. The output appears atomically; on error nothing is left behind. "
-            "Exit status: 0 done, 1 failed or refused to overwrite, 2 usage error or "
-            "unreadable SRC."
+            "file. SRC is checked strictly as it streams (as split and filter read it): "
+            "anything that is not a trace fails at the offset of its first fault, and a "
+            "top-level member or event over 64 MiB is refused. The output appears "
+            "atomically; on error or Ctrl-C nothing is left behind. "
+            "Exit status: 0 done, 1 failed (SRC not a trace) or refused to overwrite, 2 usage "
+            "error or unreadable SRC."
         ),
     )
     parser.add_argument("src", metavar="SRC", help="the trace to compress (.json or gzip)")
