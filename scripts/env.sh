@@ -102,3 +102,17 @@ build_wheel() {
   ensure_uv
   "$UV" pip install -q --python "$VENV/bin/python" --reinstall --no-deps "$(suite_wheel)"
 }
+
+# The panic tests (tests/test_panics.py) need hooks a release wheel must not carry: build the
+# extension once more with the cargo feature test-hooks (the fast profile, into its own target
+# folder), unpack it beside the venv's kinetrace and run that one file with it first on the
+# path; KINETRACE_REQUIRE_TEST_HOOKS turns a missing hook into a failure instead of a skip.
+test_hooks_suite() {
+  local dir
+  dir=$(mktemp -d)
+  maturin build --quiet --profile fast --features test-hooks --out "$dir/wheel" >/dev/null
+  python -m zipfile -e "$dir"/wheel/kinetrace-*.whl "$dir/site"
+  PYTHONPATH="$dir/site" KINETRACE_REQUIRE_TEST_HOOKS=1 \
+    python -m pytest -q -p no:cacheprovider tests/test_panics.py
+  rm -rf "$dir"
+}

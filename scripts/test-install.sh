@@ -104,7 +104,7 @@ arm_python - <<'EOF'
 import gzip, json, platform, sys
 import kinetrace
 from kinetrace import _kinetrace
-from kinetrace.__main__ import main
+from kinetrace._cli import main
 
 assert "torch" not in sys.modules, "import kinetrace must not import torch"
 print(f"python {platform.python_version()} on {platform.machine()}, "

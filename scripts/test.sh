@@ -29,6 +29,9 @@ if [ "$status" -eq 5 ]; then
 fi
 [ "$status" -eq 0 ] || exit "$status"
 
+log "python: the panic tests, against a build with the test-hooks feature (never released)"
+test_hooks_suite
+
 "$ROOT/scripts/test-install.sh"    # both wheels + sdist built and checked, installed, run
 "$ROOT/scripts/check-workflows.sh"  # .github/workflows: schema and zizmor, offline
 

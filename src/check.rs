@@ -702,9 +702,10 @@ pub(crate) fn check_reader<R: BufRead>(
     let complete = match outcome {
         Ok(()) => true,
         Err(Stop::Fatal(e)) => return Err(e),
-        Err(Stop::Invalid(msg)) => {
+        Err(Stop::Read(e)) => return Err(Error::io("cannot read", e)),
+        Err(Stop::Invalid(invalid)) => {
             checker.report.error_count += 1;
-            checker.report.errors.push(msg);
+            checker.report.errors.push(invalid.to_string());
             false
         }
     };

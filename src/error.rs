@@ -2,7 +2,10 @@
 
 use std::fmt;
 use std::io;
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
+
+use crate::lexer::Invalid;
 
 #[derive(Debug)]
 pub(crate) enum Error {
@@ -10,6 +13,10 @@ pub(crate) enum Error {
     Io { context: String, source: io::Error },
     /// An argument outside its allowed range or of the wrong shape.
     InvalidArgument(String),
+    /// A trace file's content is not a valid trace (not strict JSON, not a trace, a corrupt
+    /// or truncated gzip stream, more than a tool can hold): where and why. Never used for
+    /// arguments, nor for what kinetrace itself produced.
+    TraceFormat(Box<TraceFormat>),
     /// A call made in the wrong order (e.g. a batch after `finish`).
     State(String),
     /// The export was cancelled (Ctrl-C, or an explicit abort).
@@ -23,12 +30,38 @@ pub(crate) enum Error {
 
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
+/// Where a trace file stops being a valid trace, and why ([`Error::TraceFormat`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TraceFormat {
+    /// The file, as given.
+    pub(crate) path: String,
+    /// Byte offset in the decompressed JSON, when the fault is at one place.
+    pub(crate) offset: Option<u64>,
+    /// Index in `traceEvents`, when the fault is inside an event.
+    pub(crate) event_index: Option<u64>,
+    pub(crate) message: String,
+}
+
+impl fmt::Display for TraceFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.path)?;
+        match (self.offset, self.event_index) {
+            (Some(o), Some(i)) => write!(f, "offset {o} (traceEvents[{i}]): ")?,
+            (Some(o), None) => write!(f, "offset {o}: ")?,
+            (None, Some(i)) => write!(f, "traceEvents[{i}]: ")?,
+            (None, None) => {}
+        }
+        f.write_str(&self.message)
+    }
+}
+
 impl Error {
     /// Back to an `io::Error` (for code that speaks `io::Write`); the context is dropped.
     pub(crate) fn into_io(self) -> io::Error {
         match self {
             Error::Io { source, .. } => source,
             Error::InvalidArgument(msg) => io::Error::new(io::ErrorKind::InvalidInput, msg),
+            Error::TraceFormat(t) => io::Error::new(io::ErrorKind::InvalidData, t.to_string()),
             Error::Interrupted => io::Error::from(io::ErrorKind::Interrupted),
             other => io::Error::other(other.to_string()),
         }
@@ -40,6 +73,26 @@ impl Error {
             source,
         }
     }
+
+    /// The lexer's finding in the file at `path`.
+    pub(crate) fn trace_format(path: &Path, invalid: Invalid) -> Self {
+        Error::TraceFormat(Box::new(TraceFormat {
+            path: path.display().to_string(),
+            offset: Some(invalid.offset),
+            event_index: invalid.event,
+            message: invalid.message,
+        }))
+    }
+
+    /// A fault of the file at `path` as a whole (no single place to point at).
+    pub(crate) fn not_a_trace(path: &Path, message: impl Into<String>) -> Self {
+        Error::TraceFormat(Box::new(TraceFormat {
+            path: path.display().to_string(),
+            offset: None,
+            event_index: None,
+            message: message.into(),
+        }))
+    }
 }
 
 impl fmt::Display for Error {
@@ -47,6 +100,7 @@ impl fmt::Display for Error {
         match self {
             Error::Io { context, source } => write!(f, "{context}: {source}"),
             Error::InvalidArgument(msg) | Error::State(msg) => f.write_str(msg),
+            Error::TraceFormat(t) => t.fmt(f),
             Error::Interrupted => f.write_str("export interrupted"),
             Error::Panic(msg) => write!(f, "internal error in kinetrace (a Rust panic): {msg}"),
             Error::Poisoned(what) => write!(

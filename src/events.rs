@@ -31,11 +31,12 @@ const MAX_DEPTH: usize = 512;
 /// bigger one (or an endless one) is refused, at its offset, before memory runs out.
 pub(crate) const MAX_VALUE: usize = 64 << 20;
 
-/// A visitor's error: a refusal of what it was told (`InvalidArgument`, such as too much
-/// text to keep) names where that was, at `at`; anything else stops the read as it is.
+/// A visitor's error: a fault it found in what it was told (a trace-format error with no
+/// place, such as more text than it can keep) is placed at `at`, the offset of the member or
+/// event; anything else stops the read as it is.
 fn visitor_error<R: BufRead>(inp: &Input<'_, R>, at: u64, e: Error) -> Stop {
     match e {
-        Error::InvalidArgument(msg) => inp.fail_at(at, msg),
+        Error::TraceFormat(t) if t.offset.is_none() => inp.fail_at(at, t.message),
         e => Stop::Fatal(e),
     }
 }
@@ -472,22 +473,20 @@ pub(crate) fn read_trace_with(
 fn finish<T>(path: &Path, walked: PResult<T>) -> Result<T> {
     match walked {
         Ok(value) => Ok(value),
-        Err(Stop::Invalid(msg)) => {
-            Err(Error::InvalidArgument(format!("{}: {msg}", path.display())))
-        }
-        Err(Stop::Fatal(Error::Io { context, source })) if context == "cannot read" => {
-            Err(Error::io(format!("cannot read {}", path.display()), source))
-        }
+        Err(Stop::Invalid(invalid)) => Err(Error::trace_format(path, invalid)),
+        Err(Stop::Read(e)) => Err(Error::io(format!("cannot read {}", path.display()), e)),
         Err(Stop::Fatal(e)) => Err(e),
     }
 }
 
-/// Checks the trace at `path` as [`read_trace`] does (one thread, in order), telling `tap`
+/// Checks the trace in `file` (opened from `path`, which names it in errors) as
+/// [`read_trace`] does (one thread, in order), telling `tap`
 /// every decompressed byte as it is read, before it is checked: `compress` writes the
 /// bytes out as they are checked, and fails on the first fault. Returns the bytes of JSON
 /// and the gzip members of the source (0 for plain JSON).
 pub(crate) fn check_through(
     path: &Path,
+    file: File,
     tap: &mut dyn FnMut(&[u8]) -> Result<()>,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<(u64, u32)> {
@@ -500,8 +499,6 @@ pub(crate) fn check_through(
             Ok(())
         }
     }
-    let file =
-        File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
     let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file))
         .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
     let mut inp = Input::new(source, progress, MAX_DEPTH);
@@ -747,12 +744,11 @@ impl<'f> Chunked<'f> {
         keys: &mut Keys,
         v: &mut dyn Visitor,
     ) -> PResult<()> {
-        let fatal = |e| Stop::Fatal(Error::io("cannot read", e));
-        let starts = self.plan(inp.offset()).map_err(fatal)?;
+        let starts = self.plan(inp.offset()).map_err(Stop::Read)?;
         let chunks = starts.len() - 1;
         let (task_tx, task_rx) = mpsc::channel::<usize>();
         let task_rx = Mutex::new(task_rx);
-        let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Chunk>)>();
+        let (done_tx, done_rx) = mpsc::channel::<(usize, PResult<Chunk>)>();
         let stop = AtomicBool::new(false);
         // Buffers of chunks already told, for the workers to reuse.
         let spare: Mutex<Vec<(Vec<u8>, Vec<Indexed>)>> = Mutex::new(Vec::new());
@@ -779,7 +775,7 @@ impl<'f> Chunked<'f> {
                     // for a chunk that will not come.
                     let scanned = std::panic::catch_unwind(AssertUnwindSafe(|| {
                         self.read_into(&mut text, start, (end - start) as usize)
-                            .map_err(|e| Error::io("cannot read", e))?;
+                            .map_err(Stop::Read)?;
                         let end = scan_chunk(&text, &mut events);
                         Ok(Chunk {
                             start,
@@ -788,7 +784,8 @@ impl<'f> Chunked<'f> {
                             end,
                         })
                     }));
-                    let chunk = scanned.unwrap_or_else(|p| Err(Error::Panic(panic_message(&*p))));
+                    let chunk = scanned
+                        .unwrap_or_else(|p| Err(Stop::Fatal(Error::Panic(panic_message(&*p)))));
                     if done_tx.send((k, chunk)).is_err() {
                         return;
                     }
@@ -807,7 +804,7 @@ impl<'f> Chunked<'f> {
                 }
             };
             let result = (|| {
-                let mut arrived: BTreeMap<usize, Result<Chunk>> = BTreeMap::new();
+                let mut arrived: BTreeMap<usize, PResult<Chunk>> = BTreeMap::new();
                 let mut k = 0;
                 let mut index = 0u64;
                 loop {
@@ -841,7 +838,7 @@ impl<'f> Chunked<'f> {
                             }
                         }
                     };
-                    let chunk = chunk.map_err(Stop::Fatal)?;
+                    let chunk = chunk?;
                     let mut end = chunk.end;
                     for ev in &chunk.events {
                         let (start, len) = (ev.start as usize, ev.len as usize);

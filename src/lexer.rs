@@ -9,10 +9,11 @@
 //! reader can also record the raw bytes of a stretch of input (see [`Input::start_capture`]),
 //! which is how `split` and `filter` copy events verbatim.
 //!
-//! Errors are [`Stop::Invalid`] with a message starting with the offset (and, when
-//! [`Input::event`] is set, the index in `traceEvents`), or [`Stop::Fatal`] for an I/O
-//! failure or a stop asked by the progress callback.
+//! Errors are [`Stop::Invalid`] (the input is not a valid trace: where, and why; with the
+//! index in `traceEvents` when [`Input::event`] is set), [`Stop::Read`] for a failed read, or
+//! [`Stop::Fatal`] for a stop asked by the progress callback.
 
+use std::fmt;
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
 use crate::error::{Error, Result};
@@ -28,11 +29,36 @@ pub(crate) const PROGRESS_EVERY: u64 = 4 << 20;
 /// a string `pid`...). Longer values are checked in full but compared by this prefix.
 pub(crate) const STRING_CAP: usize = 64 * 1024;
 
+/// Where the input stops being a valid trace, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Invalid {
+    /// Byte offset in the decompressed JSON.
+    pub(crate) offset: u64,
+    /// Index of the event in `traceEvents`, when the fault is inside one.
+    pub(crate) event: Option<u64>,
+    pub(crate) message: String,
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.event {
+            Some(i) => write!(
+                f,
+                "offset {} (traceEvents[{i}]): {}",
+                self.offset, self.message
+            ),
+            None => write!(f, "offset {}: {}", self.offset, self.message),
+        }
+    }
+}
+
 /// Where the walk stopped early.
 pub(crate) enum Stop {
-    /// The input is not valid (syntax, UTF-8, or a corrupt gzip stream): the message.
-    Invalid(String),
-    /// Reading failed for a reason that is not the file's content, or the callback said stop.
+    /// The input is not valid (syntax, UTF-8, a corrupt or truncated gzip stream).
+    Invalid(Invalid),
+    /// Reading the file failed for a reason that is not its content.
+    Read(io::Error),
+    /// The callback said stop (Ctrl-C), or the visitor failed.
     Fatal(Error),
 }
 
@@ -224,10 +250,12 @@ impl<'a, R: BufRead> Input<'a, R> {
         self.base + self.pos as u64
     }
 
-    pub(crate) fn locate(&self, offset: u64, msg: &str) -> String {
-        match self.event {
-            Some(i) => format!("offset {offset} (traceEvents[{i}]): {msg}"),
-            None => format!("offset {offset}: {msg}"),
+    /// The fault `msg` at `offset`, in the event being read if any.
+    pub(crate) fn locate(&self, offset: u64, msg: &str) -> Invalid {
+        Invalid {
+            offset,
+            event: self.event,
+            message: msg.to_string(),
         }
     }
 
@@ -303,7 +331,7 @@ impl<'a, R: BufRead> Input<'a, R> {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.raw_os_error().is_some() => {
-                    return Err(Stop::Fatal(Error::io("cannot read", e)));
+                    return Err(Stop::Read(e));
                 }
                 Err(e) => {
                     let at = self.base + self.len as u64;
@@ -329,9 +357,7 @@ impl<'a, R: BufRead> Input<'a, R> {
         let Source::Plain(reader) = &mut self.inner else {
             return Ok(false);
         };
-        reader
-            .seek(SeekFrom::Start(offset))
-            .map_err(|e| Stop::Fatal(Error::io("cannot read", e)))?;
+        reader.seek(SeekFrom::Start(offset)).map_err(Stop::Read)?;
         self.base = offset;
         self.pos = 0;
         self.len = 0;

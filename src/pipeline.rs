@@ -77,6 +77,7 @@ enum Job {
     Append(SliceOutput, Option<Box<GraphState>>),
     Tail(Vec<u8>),
     /// Makes the writer thread panic: lets tests check that a panic becomes an error.
+    #[cfg(any(test, feature = "test-hooks"))]
     PanicForTests,
 }
 
@@ -229,6 +230,7 @@ fn run_writer(
                     graph.merge(*later);
                 }
             }
+            #[cfg(any(test, feature = "test-hooks"))]
             Job::PanicForTests => panic!("panic requested by a test"),
             Job::Tail(trace_name) => {
                 buf.clear();
@@ -461,7 +463,7 @@ impl Exporter {
     }
 
     /// Makes the writer thread panic (for tests of the panic path).
-    #[doc(hidden)]
+    #[cfg(any(test, feature = "test-hooks"))]
     pub(crate) fn inject_panic_for_tests(&mut self) -> Result<()> {
         let Stage::Streaming { running, .. } = &mut self.stage else {
             return Err(Error::State("the writer is not running".into()));

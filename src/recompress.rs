@@ -23,7 +23,7 @@ pub(crate) struct RecompressStats {
 
 /// Streams `src` (plain, or gzip with any number of members) into `dst` as ONE gzip member
 /// with the parallel encoder, checking it as a trace on the way (the faults of
-/// [`events::read_trace`], as `InvalidArgument` naming the file and the offset). The output
+/// [`events::read_trace`], as [`crate::error::Error::TraceFormat`] with the offset). The output
 /// is atomic (see [`crate::sink`]): on any error, including `progress` failing, the
 /// temporary file is removed and an existing `dst` is untouched; `dst` may be `src` itself.
 pub(crate) fn recompress(
@@ -34,12 +34,13 @@ pub(crate) fn recompress(
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<RecompressStats> {
     let encoding = Encoding::Gzip { level, threads }.validate()?;
-    // Opened before the output exists, so a missing source leaves nothing to remove.
-    std::fs::File::open(src)
+    // Opened once (a FIFO has one writer to meet), before the output exists: a missing
+    // source leaves nothing to remove.
+    let file = std::fs::File::open(src)
         .map_err(|e| crate::error::Error::io(format!("cannot open {}", src.display()), e))?;
     let mut sink = Sink::create(dst, encoding)?;
     let mut write = |bytes: &[u8]| sink.write_all(bytes);
-    let (json_bytes, source_members) = events::check_through(src, &mut write, progress)?;
+    let (json_bytes, source_members) = events::check_through(src, file, &mut write, progress)?;
     let stats = sink.finish()?;
     debug_assert_eq!(stats.uncompressed_bytes, json_bytes);
     Ok(RecompressStats {
@@ -157,7 +158,8 @@ mod tests {
             let src = dir.join(format!("{name}.json"));
             std::fs::write(&src, &data).unwrap();
             match recompress(&src, &dst, 6, 2, &mut no_progress()) {
-                Err(Error::InvalidArgument(msg)) => {
+                Err(e @ Error::TraceFormat(_)) => {
+                    let msg = e.to_string();
                     assert!(msg.contains("offset "), "{name}: {msg}");
                     assert!(msg.contains(expected), "{name}: {msg}");
                     assert!(msg.starts_with(&src.display().to_string()), "{msg}");
@@ -183,8 +185,9 @@ mod tests {
         .unwrap();
         let dst = dir.join("out.json.gz");
         match recompress(&src, &dst, 1, 1, &mut no_progress()) {
-            Err(Error::InvalidArgument(msg)) => {
-                assert!(msg.contains(&format!("offset {}:", head.len())), "{msg}");
+            Err(Error::TraceFormat(t)) => {
+                assert_eq!(t.offset, Some(head.len() as u64));
+                let msg = &t.message;
                 assert!(msg.contains("too large"), "{msg}");
             }
             other => panic!("{other:?}"),
@@ -202,8 +205,8 @@ mod tests {
         let dst = dir.join("out.json.gz");
         std::fs::write(&dst, b"old").unwrap();
         match recompress(&src, &dst, 6, 2, &mut no_progress()) {
-            Err(Error::InvalidArgument(msg)) => {
-                assert!(msg.contains("corrupt gzip data"), "{msg}");
+            Err(Error::TraceFormat(t)) => {
+                assert!(t.message.contains("corrupt gzip data"), "{t:?}");
             }
             other => panic!("{other:?}"),
         }

@@ -293,6 +293,7 @@ mod tests {
             Ok(kind) => Some((kind, inp.offset() as usize)),
             Err(Stop::Invalid(_)) => None,
             Err(Stop::Fatal(e)) => panic!("{e}"),
+            Err(Stop::Read(e)) => panic!("{e}"),
         }
     }
 

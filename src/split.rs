@@ -285,15 +285,17 @@ fn renamed(key: &[u8], trace_name: Option<&str>) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Adds `n` bytes to a kept-text total, failing past [`MAX_KEPT_TEXT`] (the reader names
-/// the file and the offset).
-fn keep_text(total: &mut usize, n: usize, what: &str) -> Result<()> {
+/// Adds `n` bytes to a kept-text total, failing past [`MAX_KEPT_TEXT`].
+fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()> {
     *total += n;
     if *total > MAX_KEPT_TEXT {
-        return Err(Error::InvalidArgument(format!(
-            "too large: more than {} MiB of {what}: not a trace this tool can cut",
-            MAX_KEPT_TEXT >> 20
-        )));
+        return Err(Error::not_a_trace(
+            path,
+            format!(
+                "too large: more than {} MiB of {what}: not a trace this tool can cut",
+                MAX_KEPT_TEXT >> 20
+            ),
+        ));
     }
     Ok(())
 }
@@ -376,6 +378,7 @@ pub(crate) struct FilterStats {
 struct Filtering<'s, W: Write> {
     spec: &'s FilterSpec,
     trace_name: Option<&'s str>,
+    path: &'s Path,
     out: TraceWriter<W>,
     binder: Binder,
     flows: OpenFlows,
@@ -399,7 +402,12 @@ impl<W: Write> Filtering<'_, W> {
 
 impl<W: Write> Visitor for Filtering<'_, W> {
     fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()> {
-        keep_text(&mut self.header_bytes, raw.len(), "top-level keys")?;
+        keep_text(
+            &mut self.header_bytes,
+            raw.len(),
+            "top-level keys",
+            self.path,
+        )?;
         let renamed = renamed(key, self.trace_name);
         let raw = renamed.as_deref().unwrap_or(raw);
         if after_events {
@@ -419,7 +427,12 @@ impl<W: Write> Visitor for Filtering<'_, W> {
         }
         self.events_read += 1;
         if ev.is_metadata() {
-            keep_text(&mut self.metadata_bytes, ev.raw.len(), "metadata events")?;
+            keep_text(
+                &mut self.metadata_bytes,
+                ev.raw.len(),
+                "metadata events",
+                self.path,
+            )?;
             self.metadata.push(Metadata::of(ev));
             return Ok(());
         }
@@ -467,6 +480,7 @@ pub(crate) fn filter(
     let mut state = Filtering {
         spec,
         trace_name,
+        path: src,
         out: TraceWriter::new(SinkWrite(sink)),
         binder: Binder::default(),
         flows: OpenFlows::default(),
@@ -480,12 +494,13 @@ pub(crate) fn filter(
     };
     let json_bytes_read = read_trace(src, &mut state, progress)?;
     if state.kept == 0 {
-        let what = if spec.is_everything() {
-            "the trace has no events to keep".to_string()
-        } else {
-            format!("the filter selects no events ({spec:?})")
-        };
-        return Err(Error::InvalidArgument(format!("{}: {what}", src.display())));
+        if spec.is_everything() {
+            return Err(Error::not_a_trace(src, "the trace has no events to keep"));
+        }
+        return Err(Error::InvalidArgument(format!(
+            "{}: the filter selects no events ({spec:?})",
+            src.display()
+        )));
     }
     let mut metadata_written = 0;
     let wio = |e| Error::io("cannot write the filtered trace", e);
@@ -585,6 +600,7 @@ fn ts_ns(ts: f64) -> i64 {
 
 /// The first pass of a split.
 struct Survey<'s> {
+    path: &'s Path,
     trace_name: Option<&'s str>,
     before: Vec<Box<[u8]>>,
     after: Vec<Box<[u8]>>,
@@ -600,7 +616,12 @@ struct Survey<'s> {
 
 impl Visitor for Survey<'_> {
     fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()> {
-        keep_text(&mut self.header_bytes, raw.len(), "top-level keys")?;
+        keep_text(
+            &mut self.header_bytes,
+            raw.len(),
+            "top-level keys",
+            self.path,
+        )?;
         let renamed = renamed(key, self.trace_name);
         let raw = renamed.as_deref().unwrap_or(raw);
         if after_events {
@@ -618,6 +639,7 @@ impl Visitor for Survey<'_> {
                 &mut self.metadata_bytes,
                 ev.raw.len() + 2,
                 "metadata events",
+                self.path,
             )?;
             self.metadata.push(Metadata::of(ev));
             return Ok(());
@@ -843,6 +865,7 @@ pub(crate) fn split(
 
     // Pass 1: header, metadata, histogram.
     let mut survey = Survey {
+        path: src,
         trace_name: options.trace_name.as_deref(),
         before: Vec::new(),
         after: Vec::new(),
@@ -856,10 +879,7 @@ pub(crate) fn split(
     };
     let json_bytes_read = read_trace(src, &mut survey, progress)?;
     if survey.histogram.cells.is_empty() && survey.untimed_bytes == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "{}: the trace has no events to split",
-            src.display()
-        )));
+        return Err(Error::not_a_trace(src, "the trace has no events to split"));
     }
     let overhead = (survey.header_bytes
         + survey.metadata_bytes
@@ -1514,9 +1534,12 @@ mod tests {
             let err = split(&src, &o, &mut no_progress()).unwrap_err();
             let msg = err.to_string();
             assert!(msg.contains(name) && msg.contains(want), "{name}: {msg}");
-            assert!(matches!(err, Error::InvalidArgument(_)), "{name}: {err:?}");
+            let Error::TraceFormat(found) = &err else {
+                panic!("{name}: {err:?}");
+            };
+            assert!(found.path.ends_with(name), "{name}: {found:?}");
             if name != "empty.json" {
-                assert!(msg.contains("offset "), "{msg}");
+                assert!(found.offset.is_some() && msg.contains("offset "), "{msg}");
             }
             let err = filter(
                 &src,

@@ -13,7 +13,7 @@ import pytest
 
 import kinetrace
 from kinetrace import _bench
-from kinetrace.__main__ import main
+from kinetrace._cli import main
 
 BENCHES = Path(__file__).resolve().parent.parent / "benches"
 sys.path.insert(0, str(BENCHES))

@@ -23,7 +23,7 @@ from torch.profiler import ProfilerActivity
 from torch.profiler._chrome_trace_export import export_chrome_trace as torch_python_export
 
 import kinetrace
-from kinetrace import __main__ as cli
+from kinetrace import _cli as cli
 from kinetrace import _export, _handles, _profiler
 
 CPU = [ProfilerActivity.CPU]
@@ -395,3 +395,16 @@ def test_unknown_command() -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(["bogus"])
     assert info.value.code == 2
+
+
+@pytest.mark.skipif(
+    bool(os.environ.get("KINETRACE_REQUIRE_TEST_HOOKS")), reason="running a test-hooks build"
+)
+def test_the_installed_build_carries_no_test_hooks() -> None:
+    """The panic hooks exist only in a build with the cargo feature ``test-hooks``
+    (``scripts/test.sh`` makes one for ``tests/test_panics.py``), never in the wheel."""
+    from kinetrace import _kinetrace
+
+    assert not hasattr(_kinetrace, "_panic_for_tests")
+    assert not hasattr(_kinetrace._Exporter, "_inject_panic")
+    assert not hasattr(_kinetrace, "format_microseconds")

@@ -13,6 +13,26 @@ PACKAGE = ROOT / "python" / "kinetrace"
 BENCHES = ROOT / "benches"
 
 
+def _module_name(path: Path) -> str:
+    """``_export`` for ``_export.py``, ``_cli`` for ``_cli/__init__.py``, ``_cli.check`` for
+    ``_cli/check.py`` (``__init__`` and ``__main__`` of the package itself keep their
+    names)."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(dotted: str, modules: set[str]) -> str | None:
+    """The package module a dotted name under ``kinetrace`` lives in (the longest match)."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        name = ".".join(parts[:end])
+        if name in modules:
+            return name
+    return None
+
+
 def _imports(path: Path, modules: set[str]) -> set[str]:
     """The package modules ``path`` imports, anywhere in the file."""
     out: set[str] = set()
@@ -20,10 +40,9 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: from . import x / from ._x import y
-                base = "kinetrace" + ("." + node.module if node.module else "")
-            else:
-                base = node.module or ""
+            if node.level:  # relative imports are not used in the package
+                raise AssertionError(f"{path}: relative import")
+            base = node.module or ""
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
@@ -31,15 +50,23 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
             parts = name.split(".")
             if parts[0] != "kinetrace":
                 continue
-            if len(parts) > 1 and parts[1] in modules:
-                out.add(parts[1])
-            elif len(parts) == 1 and isinstance(node, ast.Import):
-                out.add("__init__")
+            if len(parts) == 1:
+                if isinstance(node, ast.Import):
+                    out.add("__init__")
+                continue
+            found = _resolve(".".join(parts[1:]), modules)
+            if found is not None:
+                out.add(found)
     return out
 
 
+def package_files() -> dict[str, Path]:
+    """Every module of the package, by :func:`_module_name`."""
+    return {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
 def import_graph() -> dict[str, set[str]]:
-    files = {p.stem: p for p in PACKAGE.glob("*.py")}
+    files = package_files()
     modules = set(files)
     return {name: _imports(path, modules) - {name} for name, path in files.items()}
 
@@ -101,7 +128,7 @@ def test_every_module_serves_the_entry_points() -> None:
 def _package_names() -> set[str]:
     """Every name the package's modules use (read, call, import, attribute)."""
     used: set[str] = set()
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Name):
                 used.add(node.id)
@@ -145,3 +172,45 @@ def test_benchmarks_take_no_benchmark_only_code_from_the_package() -> None:
     used = _package_names()
     bench_only = sorted(item for item in taken if item[2] not in used)
     assert bench_only == [], f"move these to benches/benchlib.py: {bench_only}"
+
+
+#: Longest function body (lines, its docstring left out) without a written reason.
+MAX_FUNCTION_LINES = 80
+#: The comment that gives the reason, on a line of its own at the top of the body.
+LONG_REASON = "# Long because"
+
+
+def _long_functions() -> list[str]:
+    """``module:function (N lines)`` for every function of the package longer than
+    :data:`MAX_FUNCTION_LINES` without a ``# Long because ...`` comment at its top."""
+    found = []
+    for name, path in sorted(package_files().items()):
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines), str(path))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = node.body
+            first = body[0]
+            doc_lines = 0
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                doc_lines = first.end_lineno - first.lineno + 1  # type: ignore[operator]
+                body = body[1:] or body
+            length = node.end_lineno - node.lineno + 1 - doc_lines  # type: ignore[operator]
+            if length <= MAX_FUNCTION_LINES:
+                continue
+            head = lines[node.lineno : body[0].lineno]
+            if not any(line.strip().startswith(LONG_REASON) for line in head):
+                found.append(f"{name}:{node.name} ({length} lines)")
+    return found
+
+
+def test_functions_are_short_or_say_why() -> None:
+    long = _long_functions()
+    assert long == [], (
+        f"functions over {MAX_FUNCTION_LINES} lines (docstring aside) without a "
+        f"'{LONG_REASON} ...' comment at their top: {long}"
+    )

@@ -248,7 +248,20 @@ def test_export_uses_kinetrace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         work()
     path = tmp_path / "t.json.gz"
     prof.export_chrome_trace(str(path), use_python_export=True, compresslevel=1, threads=1)
-    assert calls == [((prof, str(path), None), {"compresslevel": 1, "threads": 1})]
+    # The caller's settings, and kinetrace's defaults for the rest.
+    assert calls == [
+        (
+            (prof, str(path), None),
+            {
+                "annotations": None,
+                "graph_lanes": "none",
+                "default_stream": 7,
+                "compresslevel": 1,
+                "threads": 1,
+                "background": False,
+            },
+        )
+    ]
     assert json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
 
 

@@ -14,6 +14,7 @@ import collections
 import gzip
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ import kinetrace
 from support.fakes import FakeResult
 from support.interrupts import Sigint, assert_prompt
 from support.scenarios import chain, comms_set, fwdbwd_set, launch_set, memcpy_memset_set
+from support.synthetic import SyntheticResult
 from support.traces import read_trace, single_member_text, strict_loads
 
 HERE = Path(__file__).parent
@@ -259,8 +261,6 @@ def test_export_keep_is_byte_identical(tmp_path, cpu_profile):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="workers need fork")
 def test_export_keep_same_for_any_worker_count(tmp_path):
-    from support.synthetic import SyntheticResult
-
     result = SyntheticResult(30_000, gpu=True)
     outputs = []
     for workers in (1, 2, 3):
@@ -304,6 +304,26 @@ def test_export_split_mb(tmp_path, cpu_profile):
         kinetrace.export_chrome_trace(cpu_profile, path, split_mb=0)
     with pytest.raises(TypeError, match="Keep"):
         kinetrace.export_chrome_trace(cpu_profile, path, keep=["cpu_op"])
+
+
+@pytest.mark.parametrize(
+    ("settings", "error", "message"),
+    [
+        ({"background": True, "keep": {"include_cats": ["kernel"]}}, ValueError, "background"),
+        ({"background": True, "split_mb": 5}, ValueError, "background"),
+        ({"split_mb": 0}, ValueError, "more than 0"),
+        ({"keep": ["kernel"]}, TypeError, "Keep"),
+        ({"keep": {"min_dur_us": -1}}, ValueError, "min_dur_us"),
+    ],
+)
+def test_handler_and_export_refuse_the_same_settings(tmp_path, settings, error, message):
+    """One validation for both entry points: what export_chrome_trace refuses, the handler
+    refuses when it is made (before any trace), never exporting otherwise than asked."""
+    with pytest.raises(error, match=message):
+        kinetrace.export_chrome_trace(SyntheticResult(10), tmp_path / "t.json", **settings)
+    with pytest.raises(error, match=message):
+        kinetrace.tensorboard_trace_handler(tmp_path / "tb", **settings)
+    assert os.listdir(tmp_path) == []
 
 
 def test_tensorboard_handler_split(tmp_path):
@@ -403,12 +423,27 @@ def test_bad_input_errors_and_leaves_nothing(tmp_path):
     for name, (data, message) in cases.items():
         src = tmp_path / name
         src.write_bytes(data)
-        with pytest.raises(ValueError, match=message) as info:
+        with pytest.raises(kinetrace.TraceFormatError, match=message) as info:
             kinetrace.split_trace(src, 0.001, out_dir=out)
-        assert name in str(info.value)
-        if name != "list.json":
-            assert "offset " in str(info.value)
-        with pytest.raises(ValueError, match=message):
+        error = info.value
+        assert isinstance(error, ValueError)  # what callers caught before it existed
+        assert error.path == str(src) and str(error).startswith(f"{src}: ")
+        # The offset points into the decompressed JSON, at or before where it breaks.
+        assert error.offset is not None and 0 <= error.offset <= len(text), name
+        assert f"offset {error.offset}" in str(error)
+        if name == "nan.json":
+            assert error.event_index is not None
+            assert f"(traceEvents[{error.event_index}])" in str(error)
+        # A copy made by pickling (how a forked worker's error comes back) keeps the fields.
+        copy = pickle.loads(pickle.dumps(error))
+        assert (type(copy), str(copy), copy.path, copy.offset, copy.event_index) == (
+            type(error),
+            str(error),
+            error.path,
+            error.offset,
+            error.event_index,
+        )
+        with pytest.raises(kinetrace.TraceFormatError, match=message):
             kinetrace.filter_trace(src, out / "f.json")
         run = cli("split", str(src), "--max-mb", "0.001", "--out-dir", str(out))
         assert run.returncode == 1 and name in run.stderr and message in run.stderr

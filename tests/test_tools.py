@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import os
@@ -18,21 +17,17 @@ import torch
 from torch.profiler import profile
 
 import kinetrace
-from kinetrace import _kinetrace, _tools
+from kinetrace import _cli, _kinetrace, _tools
 from support.traces import single_member_text
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kinetrace")
-    subparsers = parser.add_subparsers(dest="command")
-    _tools.add_check_parser(subparsers)
-    _tools.add_compress_parser(subparsers)
-    return parser
-
-
 def run(*argv: str | os.PathLike[str]) -> int:
-    args = _parser().parse_args([os.fspath(a) for a in argv])
-    return args.func(args)
+    """The command line's exit status (a usage error's too)."""
+    try:
+        return _cli.main([os.fspath(a) for a in argv])
+    except SystemExit as exit_:
+        assert isinstance(exit_.code, int)
+        return exit_.code
 
 
 def _reject(constant: str):
@@ -336,10 +331,10 @@ def test_compress_refuses_to_overwrite(
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        (("-l", "10"), "--level must be between 0 and 9, got 10"),
-        (("--level", "-1"), "--level must be between 0 and 9, got -1"),
-        (("-j", "0"), "--threads must be between 1 and 256, got 0"),
-        (("--threads", "257"), "--threads must be between 1 and 256, got 257"),
+        (("-l", "10"), "argument -l/--level: must be between 0 and 9, got 10"),
+        (("--level", "-1"), "argument -l/--level: must be between 0 and 9, got -1"),
+        (("-j", "0"), "argument -j/--threads: must be between 1 and 256, got 0"),
+        (("--threads", "257"), "argument -j/--threads: must be between 1 and 256, got 257"),
     ],
 )
 def test_compress_bad_settings(
@@ -353,9 +348,7 @@ def test_compress_bad_settings(
 
 
 def test_compress_non_integer_setting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        run("compress", "-l", "fast", tmp_path / "t.json")
-    assert exc.value.code == 2
+    assert run("compress", "-l", "fast", tmp_path / "t.json") == 2
     assert "not an integer: 'fast'" in capsys.readouterr().err
 
 

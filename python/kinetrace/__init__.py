@@ -9,6 +9,7 @@ The profiler lifecycle names (``profile``, ``schedule``, ``tensorboard_trace_han
 
 from typing import TYPE_CHECKING, Any
 
+from kinetrace._errors import TraceFormatError
 from kinetrace._export import (
     DEFAULT_COMPRESSLEVEL,
     ExportHandle,
@@ -20,7 +21,7 @@ from kinetrace._fallback import FallbackWarning
 from kinetrace._gzip import GzipWriter
 from kinetrace._kinetrace import __version__
 from kinetrace._split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
-from kinetrace._tools import CheckReport, check_trace
+from kinetrace._tools import CheckReport, CompressResult, check_trace, compress_trace
 from kinetrace._workers import WorkerError
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_COMPRESSLEVEL",
     "CheckReport",
+    "CompressResult",
     "ExportHandle",
     "ExportStats",
     "FallbackWarning",
@@ -71,9 +73,11 @@ __all__ = [
     "Part",
     "ProfilerAction",
     "SplitResult",
+    "TraceFormatError",
     "WorkerError",
     "__version__",
     "check_trace",
+    "compress_trace",
     "export_chrome_trace",
     "filter_trace",
     "install",

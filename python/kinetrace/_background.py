@@ -65,7 +65,7 @@ import os
 import queue
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from kinetrace import _extract, _kinetrace, _workers
@@ -91,18 +91,9 @@ def available() -> bool:
 class Job:
     """One background export; the exporter of its :class:`~kinetrace.ExportHandle`."""
 
-    def __init__(
-        self,
-        export: Callable[..., Any],
-        result: Any,
-        path: str,
-        metadata: Mapping[str, Any] | None,
-        **options: Any,
-    ):
-        self._export = export  # export_chrome_trace, which the child runs
+    def __init__(self, export: Callable[[Any, str], Any], result: Any, path: str):
+        self._export = export  # the foreground export, which the child runs
         self._result: Any = result  # kept alive until the export ends
-        self._metadata = None if metadata is None else dict(metadata)
-        self._options = options
         self.path = path
         #: The child's pid once forked.
         self.pid: int | None = None
@@ -217,7 +208,7 @@ def _child_main(job: Job, host: _extract.HostIdentity, to_parent: int) -> NoRetu
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.disable()
         _extract._host_override = host
-        stats = job._export(job._result, job.path, job._metadata, background=False, **job._options)
+        stats = job._export(job._result, job.path)
         _workers._send(
             to_parent, ("done", stats.events, stats.uncompressed_bytes, stats.file_bytes)
         )
@@ -295,16 +286,10 @@ def prestart() -> None:
         _runner.start()
 
 
-def submit(
-    export: Callable[..., Any],
-    result: Any,
-    path: str,
-    metadata: Mapping[str, Any] | None,
-    **options: Any,
-) -> Job:
-    """Queue the export of ``result`` to ``path`` by ``export`` (``export_chrome_trace``,
-    passed in so this module does not import its caller; the options are its options) and
-    return its job; the call does not wait for it."""
-    job = Job(export, result, path, metadata, **options)
+def submit(export: Callable[[Any, str], Any], result: Any, path: str) -> Job:
+    """Queue the export of ``result`` to ``path`` and return its job; the call does not wait
+    for it. ``export(result, path)`` is the foreground export the child runs (passed in, with
+    its settings bound, so this module does not import its caller)."""
+    job = Job(export, result, path)
     _runner.submit(job)
     return job

@@ -1,6 +1,6 @@
 """Helpers every part of the package shares: the default gzip level, the cores available,
-integer arguments' ranges (``require_in_range``), torch's version, and waiting
-(interruptibly) for a FIFO's reader."""
+integer arguments' ranges (``require_in_range``, ``gzip_settings``), torch's version, and
+waiting (interruptibly) for a FIFO's reader."""
 
 from __future__ import annotations
 
@@ -67,3 +67,13 @@ def require_in_range(name: str, value: Any, low: int, high: int) -> None:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if not low <= value <= high:
         raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+
+
+def gzip_settings(compresslevel: int | None, threads: int | None) -> tuple[int, int]:
+    """The encoder's level and threads: the defaults where None (:data:`DEFAULT_COMPRESSLEVEL`,
+    the cores available), each checked (0-9, 1-256) by :func:`require_in_range`."""
+    level = DEFAULT_COMPRESSLEVEL if compresslevel is None else compresslevel
+    n_threads = available_cpus() if threads is None else threads
+    require_in_range("compresslevel", level, 0, 9)
+    require_in_range("threads", n_threads, 1, 256)
+    return level, n_threads

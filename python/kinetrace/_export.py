@@ -12,11 +12,12 @@ compresses and writes while Python extracts the next batch.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kinetrace import _graphs, _kinetrace
 from kinetrace._env import (
@@ -35,7 +36,18 @@ from kinetrace._handles import (
     wait,
 )
 
-__all__ = ["DEFAULT_COMPRESSLEVEL", "ExportHandle", "ExportStats", "export_chrome_trace", "wait"]
+if TYPE_CHECKING:
+    from kinetrace._split import Keep
+
+__all__ = [
+    "DEFAULT_COMPRESSLEVEL",
+    "ExportHandle",
+    "ExportOptions",
+    "ExportStats",
+    "export_chrome_trace",
+    "export_here",
+    "wait",
+]
 
 
 def resolve_source(source: Any) -> tuple[Any, Mapping[str, Any] | None]:
@@ -179,7 +191,8 @@ def export_chrome_trace(
             it selects, each byte-identical to the unfiltered export's, flows only when
             both ends are kept, process/thread metadata only for what remains. The full
             trace is written to a private temporary file beside ``path`` first (see
-            ``kinetrace._split``). Not with ``background=True``.
+            ``kinetrace._split``). Not with ``background=True`` (a ``ValueError``, here and
+            from :func:`kinetrace.tensorboard_trace_handler`).
         split_mb: write the trace as parts of at most this many MB of JSON, each a
             contiguous time window and a complete trace, named after ``path``
             (``x.part-001-of-004.json.gz`` for ``x.json.gz``; a TensorBoard name keeps its
@@ -198,113 +211,218 @@ def export_chrome_trace(
         RuntimeError: the profiler has not stopped, or the result has neither
             ``trace_activities()`` nor ``save()``.
         ValueError: ``compresslevel``, ``threads`` or ``workers`` out of range; a bad
-            ``graph_lanes``, or ``"all"`` without ``annotations`` (torch's errors).
+            ``graph_lanes``, or ``"all"`` without ``annotations`` (torch's errors);
+            ``keep``/``split_mb`` with ``background=True``.
         OSError: the file cannot be written (its subclass tells why: ``FileNotFoundError``
             for a missing directory, ``IsADirectoryError``, ``PermissionError``, and
             ``OSError`` with ``errno.ENOSPC`` for a full disk). No partial file is left.
         KeyboardInterrupt: Ctrl-C; the export stops and removes its temporary file.
     """
     started = time.perf_counter()
-    if keep is not None or split_mb is not None:
-        if background:
+    options = ExportOptions.build(
+        metadata=metadata,
+        annotations=annotations,
+        graph_lanes=graph_lanes,
+        default_stream=default_stream,
+        base_time_ns=base_time_ns,
+        compresslevel=compresslevel,
+        threads=threads,
+        background=background,
+        progress=progress,
+        workers=workers,
+        keep=keep,
+        split_mb=split_mb,
+    )
+    trace_name = os.fsdecode(os.fspath(path))
+    _raise_unreported_errors()
+    result, source_metadata = resolve_source(source)
+    if options.metadata is None and source_metadata is not None:
+        options = dataclasses.replace(options, metadata=dict(source_metadata))
+    if options.keep is not None or options.split_mb is not None:
+        return _export_cut(result, trace_name, options)
+    if not hasattr(result, "trace_activities"):  # torch < 2.13: Kineto's own writer
+        return _export_fallback(result, trace_name, options, started)
+    if options.background and _background_available():
+        return _export_background(result, trace_name, options, started)
+    return export_here(result, trace_name, options, started)
+
+
+# --------------------------------------------------------------------------------------
+# the settings of one export
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """The settings of one export, checked once (:meth:`build`) and shared by every path
+    an export can take and by :func:`kinetrace.tensorboard_trace_handler`, so that one
+    combination behaves the same wherever it is given. Fields as in
+    :func:`export_chrome_trace`; ``graphs`` is the prepared form of the CUDA-graph
+    arguments (None without annotations)."""
+
+    metadata: Mapping[str, Any] | None
+    graphs: _graphs.Graphs | None
+    base_time_ns: int | None
+    compresslevel: int | None
+    threads: int | None
+    background: bool
+    progress: bool
+    workers: int | None
+    keep: Keep | None
+    split_mb: float | None
+
+    @staticmethod
+    def build(
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        annotations: Mapping[int, Any] | None = None,
+        graph_lanes: str = "none",
+        default_stream: int = 7,
+        base_time_ns: int | None = None,
+        compresslevel: int | None = None,
+        threads: int | None = None,
+        background: bool = False,
+        progress: bool = False,
+        workers: int | None = None,
+        keep: Any = None,
+        split_mb: float | None = None,
+    ) -> ExportOptions:
+        """Checks every argument (the errors :func:`export_chrome_trace` documents) before
+        anything is read or written.
+
+        Raises:
+            TypeError, ValueError: an argument of the wrong type or out of range.
+        """
+        if compresslevel is not None:  # checked even for plain JSON, so a typo never passes
+            require_in_range("compresslevel", compresslevel, 0, 9)
+        if threads is not None:
+            require_in_range("threads", threads, 1, 256)
+        if workers is not None:
+            require_in_range("workers", workers, 1, 256)
+        if base_time_ns is not None and (
+            isinstance(base_time_ns, bool) or not isinstance(base_time_ns, int)
+        ):
+            raise TypeError(f"base_time_ns must be an int, not {type(base_time_ns).__name__}")
+        if (keep is not None or split_mb is not None) and background:
             raise ValueError("keep= and split_mb= do not work with background=True")
         from kinetrace import _split
 
-        return _split.export_cut(
-            lambda full: export_chrome_trace(
-                source,
-                full,
-                metadata,
-                base_time_ns=base_time_ns,
-                compresslevel=compresslevel,
-                threads=threads,
-                progress=progress,
-                workers=workers,
-                annotations=annotations,
-                graph_lanes=graph_lanes,
-                default_stream=default_stream,
-            ),
-            os.fsdecode(os.fspath(path)),
-            keep,
-            split_mb,
-            compresslevel,
-            threads,
+        return ExportOptions(
+            metadata=None if metadata is None else dict(metadata),
+            graphs=_graphs.prepare(annotations, graph_lanes, default_stream),
+            base_time_ns=base_time_ns,
+            compresslevel=compresslevel,
+            threads=threads,
+            background=bool(background),
+            progress=bool(progress),
+            workers=workers,
+            keep=_split.as_keep(keep),
+            split_mb=None if split_mb is None else _split.check_part_size(split_mb),
         )
-    _raise_unreported_errors()
-    result, source_metadata = resolve_source(source)
-    if metadata is None:
-        metadata = source_metadata
-    trace_name = os.fsdecode(os.fspath(path))
-    is_gzip = trace_name.endswith(".gz")
-    if compresslevel is not None:  # validated even where unused, so a typo never passes
-        require_in_range("compresslevel", compresslevel, 0, 9)
-    level: int | None = None
-    if is_gzip:
-        level = DEFAULT_COMPRESSLEVEL if compresslevel is None else compresslevel
-    n_threads = available_cpus() if threads is None else threads
-    require_in_range("threads", n_threads, 1, 256)
 
-    if workers is not None:
-        require_in_range("workers", workers, 1, 256)
-    graphs = _graphs.prepare(annotations, graph_lanes, default_stream)
+    def gzip_level(self, trace_name: str) -> int | None:
+        """The gzip level for ``trace_name`` (None: plain JSON)."""
+        if not trace_name.endswith(".gz"):
+            return None
+        return DEFAULT_COMPRESSLEVEL if self.compresslevel is None else self.compresslevel
 
-    if not hasattr(result, "trace_activities"):  # torch < 2.13: Kineto's own writer
-        from kinetrace import _fallback
+    def gzip_threads(self) -> int:
+        return available_cpus() if self.threads is None else self.threads
 
-        return _fallback.export_chrome_trace(
-            result,
-            trace_name,
-            level,
-            n_threads,
-            started=started,
-            background=background,
-            metadata=metadata,
-            ignored={
-                "base_time_ns": base_time_ns is not None,
-                "workers": workers is not None,
-                "progress": progress,
-                "annotations": graphs is not None,
-            },
-        )
-    if background:
-        from kinetrace import _background
 
-        if _background.available():
-            if base_time_ns is not None and (
-                isinstance(base_time_ns, bool) or not isinstance(base_time_ns, int)
-            ):
-                raise TypeError(f"base_time_ns must be an int, not {type(base_time_ns).__name__}")
-            handle = ExportHandle(
-                _background.submit(
-                    export_chrome_trace,
-                    result,
-                    trace_name,
-                    metadata,
-                    annotations=annotations,
-                    graph_lanes=graph_lanes,
-                    default_stream=default_stream,
-                    base_time_ns=base_time_ns,
-                    compresslevel=compresslevel,
-                    threads=threads,
-                    workers=workers,
-                    progress=progress,
-                ),
-                trace_name,
-                started,
-            )
-            add_pending(handle)
-            return handle
+# --------------------------------------------------------------------------------------
+# the paths of an export
+# --------------------------------------------------------------------------------------
+
+
+def _export_cut(result: Any, trace_name: str, options: ExportOptions) -> Any:
+    """``keep=`` / ``split_mb=``: the full trace to a private temporary file, then cut."""
+    from kinetrace import _split
+
+    full = dataclasses.replace(options, keep=None, split_mb=None)
+
+    def export_full(tmp: str) -> Any:
+        if not hasattr(result, "trace_activities"):
+            return _export_fallback(result, tmp, full, time.perf_counter())
+        return export_here(result, tmp, full, time.perf_counter())
+
+    return _split.export_cut(
+        export_full,
+        trace_name,
+        options.keep,
+        options.split_mb,
+        options.compresslevel,
+        options.threads,
+    )
+
+
+def _export_fallback(
+    result: Any, trace_name: str, options: ExportOptions, started: float
+) -> ExportStats:
+    """torch < 2.13: Kineto's own writer, streamed into place (``kinetrace._fallback``)."""
+    from kinetrace import _fallback
+
+    return _fallback.export_chrome_trace(
+        result,
+        trace_name,
+        options.gzip_level(trace_name),
+        options.gzip_threads(),
+        started=started,
+        background=options.background,
+        metadata=options.metadata,
+        ignored={
+            "base_time_ns": options.base_time_ns is not None,
+            "workers": options.workers is not None,
+            "progress": options.progress,
+            "annotations": options.graphs is not None,
+        },
+    )
+
+
+def _background_available() -> bool:
+    from kinetrace import _background
+
+    return _background.available()
+
+
+def _export_background(
+    result: Any, trace_name: str, options: ExportOptions, started: float
+) -> ExportHandle:
+    """``background=True`` where ``os.fork`` exists: a queued job whose forked child runs
+    :func:`export_here` (``kinetrace._background``)."""
+    from kinetrace import _background
+
+    foreground = dataclasses.replace(options, background=False)
+    job = _background.submit(
+        lambda res, path: export_here(res, path, foreground, time.perf_counter()),
+        result,
+        trace_name,
+    )
+    handle = ExportHandle(job, trace_name, started)
+    add_pending(handle)
+    return handle
+
+
+def export_here(result: Any, trace_name: str, options: ExportOptions, started: float) -> Any:
+    """The export in this process (and its ``workers=``), from ``trace_activities()``.
+
+    With ``options.background`` (only where ``os.fork`` is missing) it returns an
+    :class:`ExportHandle` once the fields are read, Rust threads finishing the file;
+    otherwise the :class:`ExportStats` of the finished file.
+    """
+    level = options.gzip_level(trace_name)
+    n_threads = options.gzip_threads()
     activities = result.trace_activities()
-    n_workers = _resolve_workers(workers, len(activities))
+    n_workers = _resolve_workers(options.workers, len(activities))
     with fifo_reader_ready(trace_name):
-        exporter = _kinetrace._Exporter(trace_name, level, n_threads, bool(background))
+        exporter = _kinetrace._Exporter(trace_name, level, n_threads, options.background)
     worker_outputs: list[Any] = []
     handed_over = False  # a background handle removes the worker outputs when done
     try:
+        graphs = options.graphs
         if graphs is not None:
-            inline = graphs.inline_annotated(activities)
-            exporter.set_graph_annotations(*graphs.native(inline))
-        bar = ProgressBar(len(activities), trace_name, exporter) if progress else None
+            exporter.set_graph_annotations(*graphs.native(graphs.inline_annotated(activities)))
+        bar = ProgressBar(len(activities), trace_name, exporter) if options.progress else None
         try:
             if n_workers > 1:
                 from kinetrace import _workers
@@ -317,17 +435,25 @@ def export_chrome_trace(
                     trace_name,
                     level,
                     n_threads,
-                    lambda ex: end_first_pass(ex, result, metadata, base_time_ns),
+                    lambda ex: end_first_pass(ex, result, options.metadata, options.base_time_ns),
                     bar,
                     graphs,
                 )
                 exporter.close(trace_name)
             else:
-                extract_here(exporter, result, activities, metadata, base_time_ns, trace_name, bar)
+                extract_here(
+                    exporter,
+                    result,
+                    activities,
+                    options.metadata,
+                    options.base_time_ns,
+                    trace_name,
+                    bar,
+                )
         finally:
             if bar is not None:
                 bar.close()
-        if background:
+        if options.background:
             handle = ExportHandle(exporter, trace_name, started, worker_outputs)
             handed_over = True
             add_pending(handle)

@@ -1,4 +1,7 @@
-"""Private native module of kinetrace (Rust). The public API is in ``kinetrace``."""
+"""Private native module of kinetrace (Rust). The public API is in ``kinetrace``.
+
+A build with the cargo feature ``test-hooks`` (never a release wheel) also has
+``_panic_for_tests()`` and ``_Exporter._inject_panic()``, for ``tests/test_panics.py``."""
 
 from os import PathLike
 from pathlib import Path
@@ -13,11 +16,9 @@ __all__ = [
     "_FallbackStream",
     "_GzipEncoder",
     "__version__",
-    "_panic_for_tests",
     "check_trace",
     "create_temporary",
     "filter_trace",
-    "format_microseconds",
     "recompress",
     "remove_temporaries",
     "split_trace",
@@ -30,9 +31,7 @@ EXTERNAL_ID_EXCLUDED: list[str]
 #: How long any wait runs before Ctrl-C is looked for again (native and Python waits alike).
 POLL_INTERVAL_MS: int
 
-def format_microseconds(ns: int) -> str: ...
 def trimonth_base_ns(earliest_ns: int) -> int: ...
-def _panic_for_tests() -> None: ...
 def check_trace(path: str | PathLike[str], max_errors: int = 50) -> dict[str, Any]: ...
 def create_temporary(directory: str | PathLike[str], name: str) -> Path: ...
 def remove_temporaries(path: str | PathLike[str], pid: int) -> int: ...
@@ -130,7 +129,6 @@ class _Exporter:
     def close(self, trace_name: str) -> None: ...
     def wait(self, timeout: float | None = None) -> tuple[int, int, int, int | None] | None: ...
     def bytes_written(self) -> int: ...
-    def _inject_panic(self) -> None: ...
     def abort(self) -> None: ...
 
 @final

@@ -221,20 +221,17 @@ def _export_or_defer(
             use_python_export, cuda_graph_annotations, graph_lanes, default_stream
         )
         return _torch_method(owner, _EXPORT)(profile, path, *torch_args, **options)
-    kinetrace_options: dict[str, Any] = {}
-    if cuda_graph_annotations is not None or graph_lanes != "none" or default_stream != 7:
-        kinetrace_options.update(
-            annotations=cuda_graph_annotations,
-            graph_lanes=graph_lanes,
-            default_stream=default_stream,
-        )
-    if compresslevel is not None:
-        kinetrace_options["compresslevel"] = compresslevel
-    if threads is not None:
-        kinetrace_options["threads"] = threads
-    if background:
-        kinetrace_options["background"] = True
-    return _export.export_chrome_trace(profile, path, metadata, **kinetrace_options)
+    return _export.export_chrome_trace(
+        profile,
+        path,
+        metadata,
+        annotations=cuda_graph_annotations,
+        graph_lanes=graph_lanes,
+        default_stream=default_stream,
+        compresslevel=compresslevel,
+        threads=threads,
+        background=background,
+    )
 
 
 def _kineto_profile_export_chrome_trace(
@@ -480,7 +477,9 @@ def tensorboard_trace_handler(
             returns the export's handle (``.result()``, ``.done()``) and
             :func:`kinetrace.wait` waits for all of them.
         keep: write only the events a :class:`kinetrace.Keep` (or a dict of its fields)
-            selects (see :func:`kinetrace.export_chrome_trace`).
+            selects (see :func:`kinetrace.export_chrome_trace`). ``keep`` and ``split_mb``
+            do not work with ``background=True``: ``ValueError`` here, as from
+            :func:`kinetrace.export_chrome_trace`.
         split_mb: write each trace as parts of at most this many MB of JSON,
             ``{worker_name}.{ns}.part-001-of-004.pt.trace.json[.gz]``.
 
@@ -489,6 +488,8 @@ def tensorboard_trace_handler(
         (:class:`~kinetrace.ExportStats`, or a handle with ``background=True``).
     """
 
+    # The settings export_chrome_trace would refuse are refused here, before any trace.
+    _export.ExportOptions.build(background=background, keep=keep, split_mb=split_mb)
     if background:
         from kinetrace import _background
 
@@ -510,9 +511,9 @@ def tensorboard_trace_handler(
         path = os.path.join(dir_name, file_name)
         if getattr(prof, "_use_cuspy", False):
             return prof.export_chrome_trace(path, use_python_export=use_python_export)
-        if keep is not None or split_mb is not None:
-            return _export.export_chrome_trace(prof, path, None, keep=keep, split_mb=split_mb)
-        return _export.export_chrome_trace(prof, path, None, background=background)
+        return _export.export_chrome_trace(
+            prof, path, None, background=background, keep=keep, split_mb=split_mb
+        )
 
     return handler_fn
 

@@ -23,35 +23,30 @@ filtered and/or split from it, and the temporary file removed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import os
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kinetrace import _kinetrace
+from kinetrace._env import gzip_settings
 
 __all__ = [
     "FilterResult",
     "Keep",
     "Part",
     "SplitResult",
-    "add_filter_parser",
-    "add_split_parser",
+    "as_keep",
+    "check_part_size",
     "export_cut",
-    "filter_main",
     "filter_trace",
-    "split_main",
     "split_trace",
 ]
 
 #: Bytes in the MB of ``max_mb`` / ``split_mb`` / ``--max-mb``.
 MB = 1_000_000
-
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,24 +156,44 @@ class SplitResult:
 def _gzip_settings(
     gzip: bool, compresslevel: int | None, threads: int | None
 ) -> tuple[int, int] | None:
-    from kinetrace._env import DEFAULT_COMPRESSLEVEL, available_cpus
-
-    level = DEFAULT_COMPRESSLEVEL if compresslevel is None else compresslevel
-    n_threads = available_cpus() if threads is None else threads
-    for name, value, low, high in (("compresslevel", level, 0, 9), ("threads", n_threads, 1, 256)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        if not low <= value <= high:
-            raise ValueError(f"{name} must be between {low} and {high}, got {value}")
-    return (level, n_threads) if gzip else None
+    """The encoder's settings (checked even where unused, so a typo never passes), or None
+    for plain JSON."""
+    settings = gzip_settings(compresslevel, threads)
+    return settings if gzip else None
 
 
-def _max_bytes(max_mb: float) -> int:
+def check_part_size(max_mb: float) -> float:
+    """``max_mb`` if it is a usable part size (a finite number of MB above 0).
+
+    Raises:
+        TypeError: not a number.
+        ValueError: not above 0, or not finite.
+    """
     if isinstance(max_mb, bool) or not isinstance(max_mb, (int, float)):
         raise TypeError(f"the part size must be a number of MB, not {type(max_mb).__name__}")
     if not 0 < max_mb < float("inf"):
         raise ValueError(f"the part size must be more than 0 MB, got {max_mb}")
-    return max(1, int(max_mb * MB))
+    return max_mb
+
+
+def _max_bytes(max_mb: float) -> int:
+    return max(1, int(check_part_size(max_mb) * MB))
+
+
+def as_keep(keep: Keep | Mapping[str, Any] | None) -> Keep | None:
+    """``keep=`` as a :class:`Keep` (a mapping gives its fields).
+
+    Raises:
+        TypeError: neither a Keep, a mapping nor None; a field of the wrong type.
+        ValueError: a field out of range.
+    """
+    if keep is None or isinstance(keep, Keep):
+        return keep
+    if isinstance(keep, Mapping):
+        return Keep(**keep)
+    raise TypeError(
+        f"keep must be a kinetrace.Keep or a dict of its fields, not {type(keep).__name__}"
+    )
 
 
 def filter_trace(
@@ -324,12 +339,7 @@ def export_cut(
     """An export with ``keep`` and/or ``split_mb``: ``export(tmp)`` writes the full trace to a
     private plain-JSON temporary file beside ``path``, which is then filtered into ``path``
     (``keep``) and/or split into parts named after ``path`` (``split_mb``)."""
-    if isinstance(keep, dict):
-        keep = Keep(**keep)
-    elif keep is not None and not isinstance(keep, Keep):
-        raise TypeError(
-            f"keep must be a kinetrace.Keep or a dict of its fields, not {type(keep).__name__}"
-        )
+    keep = as_keep(keep)
     max_bytes = None if split_mb is None else _max_bytes(split_mb)
     is_gzip = path.endswith(".gz")
     _gzip_settings(is_gzip, compresslevel, threads)  # range checks before any work
@@ -383,223 +393,3 @@ def _split(
         suffix=suffix,
         _trace_name=trace_name,
     )
-
-
-# --------------------------------------------------------------------------------------
-# command line
-# --------------------------------------------------------------------------------------
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def _error(prog: str, exc: BaseException) -> int:
-    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
-        text = exc.strerror
-    else:
-        text = str(exc)
-    print(f"{prog}: error: {text}", file=sys.stderr)
-    return 1
-
-
-def split_main(args: argparse.Namespace) -> int:
-    """``kinetrace split SRC --max-mb N [--out-dir DIR]``.
-
-    Returns:
-        0 on success, 1 when it failed (bad trace, unwritable directory, ...).
-    """
-    prog = "kinetrace split"
-    try:
-        result = split_trace(
-            args.src,
-            args.max_mb,
-            out_dir=args.out_dir,
-            compresslevel=args.level,
-            threads=args.threads,
-        )
-    except (OSError, ValueError, TypeError) as exc:
-        return _error(prog, exc)
-    mb_s = 2 * result.json_bytes_read / 1e6 / max(result.seconds, 1e-9)
-    print(
-        f"{args.src}: {_size(result.json_bytes_read)} of JSON, {result.events_read:,} events "
-        f"-> {len(result.parts)} part{'s' if len(result.parts) != 1 else ''} in "
-        f"{result.seconds:.2f} s (2 passes, {mb_s:.0f} MB/s of JSON read)"
-    )
-    for p in result.parts:
-        print(
-            f"  {p.path}  {_size(p.json_bytes)} of JSON, {p.events:,} events, "
-            f"ts {p.start_us:.3f} .. {p.end_us:.3f} us"
-        )
-    if result.flow_events_cut:
-        print(f"  {result.flow_events_cut:,} flow events dropped: their flow crosses a window edge")
-    if result.oversized_parts:
-        print(
-            f"  {result.oversized_parts} part(s) larger than {args.max_mb} MB: more than that "
-            "falls within one histogram cell"
-        )
-    return 0
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _window(text: str) -> tuple[float, float]:
-    start, sep, end = text.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        window = (float(start), float(end))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START_US:END_US, got {text!r}") from None
-    if not window[0] < window[1]:
-        raise argparse.ArgumentTypeError(f"START must be less than END, got {text!r}")
-    return window
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-
-
-def _add_gzip_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-l", "--level", type=_int, default=None, help="gzip level 0-9 for gzip output"
-    )
-    parser.add_argument(
-        "-j",
-        "--threads",
-        type=_int,
-        default=None,
-        help="compression threads (default: the cores available)",
-    )
-
-
-def add_split_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds the ``split`` subcommand (``func=split_main``)."""
-    parser = subparsers.add_parser(
-        "split",
-        help="split a trace into parts a viewer can open",
-        description=(
-            "Split a Chrome/Kineto trace (.json, or gzip with any number of members) into "
-            "parts that each cover a contiguous time window and hold at most N MB of JSON. "
-            "Each part is a complete trace: every top-level key of the source plus "
-            "kinetrace_part (index, count, window), the events starting in its window, the "
-            "flows whose ends are all in it, and the metadata of its processes and threads. "
-            "Parts are named <stem>.part-001-of-012.json[.gz] (gzip like the source) and "
-            "appear only when all are written. Exit status: 0 done, 1 failed."
-        ),
-    )
-    parser.add_argument("src", metavar="SRC", help="the trace to split")
-    parser.add_argument(
-        "--max-mb",
-        type=_positive_float,
-        required=True,
-        metavar="N",
-        help="most MB of JSON per part",
-    )
-    parser.add_argument(
-        "--out-dir", metavar="DIR", default=None, help="where the parts go (default: beside SRC)"
-    )
-    _add_gzip_options(parser)
-    parser.set_defaults(func=split_main)
-    return parser
-
-
-def _pid(text: str) -> int | str:
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
-def filter_main(args: argparse.Namespace) -> int:
-    """``kinetrace filter SRC DST [criteria]``.
-
-    Returns:
-        0 on success, 1 when it failed (bad trace, nothing selected, ...).
-    """
-    prog = "kinetrace filter"
-    try:
-        keep = Keep(
-            include_cats=tuple(args.include_cat or ()),
-            exclude_cats=tuple(args.exclude_cat or ()),
-            min_dur_us=args.min_dur_us,
-            window_us=args.window,
-            pids=tuple(_pid(p) for p in (args.pid or ())),
-        )
-        result = filter_trace(
-            args.src, args.dst, keep, compresslevel=args.level, threads=args.threads
-        )
-    except (OSError, ValueError, TypeError) as exc:
-        return _error(prog, exc)
-    print(
-        f"{args.src} -> {result.path}: {result.events_written:,} of {result.events_read:,} "
-        f"events kept ({result.metadata_written:,} metadata), {_size(result.json_bytes_written)} "
-        f"of {_size(result.json_bytes_read)} of JSON in {result.seconds:.2f} s"
-        + (
-            f"; {result.flow_events_cut:,} flow events dropped (an end was not kept)"
-            if result.flow_events_cut
-            else ""
-        )
-    )
-    return 0
-
-
-def add_filter_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds the ``filter`` subcommand (``func=filter_main``)."""
-    parser = subparsers.add_parser(
-        "filter",
-        help="keep only some events of a trace",
-        description=(
-            "Write to DST the events of the trace SRC that pass every criterion given, each "
-            "unchanged; flows only when all their ends are kept, process/thread metadata "
-            "only for what remains. DST is gzip when its name ends in .gz. "
-            "Exit status: 0 done, 1 failed (including: nothing selected)."
-        ),
-    )
-    parser.add_argument("src", metavar="SRC", help="the trace to filter")
-    parser.add_argument("dst", metavar="DST", help="the filtered trace")
-    parser.add_argument(
-        "--include-cat", action="append", metavar="CAT", help="keep only this category (repeatable)"
-    )
-    parser.add_argument(
-        "--exclude-cat", action="append", metavar="CAT", help="drop this category (repeatable)"
-    )
-    parser.add_argument(
-        "--min-dur-us", type=_non_negative_float, metavar="X", help="drop events shorter than X us"
-    )
-    parser.add_argument(
-        "--window",
-        type=_window,
-        metavar="START_US:END_US",
-        help="keep events overlapping this window of ts",
-    )
-    parser.add_argument(
-        "--pid", action="append", metavar="P", help="keep only this process (repeatable)"
-    )
-    _add_gzip_options(parser)
-    parser.set_defaults(func=filter_main)
-    return parser

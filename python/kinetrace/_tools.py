@@ -1,4 +1,5 @@
-"""``kinetrace check`` and ``kinetrace compress``: tools for trace files that already exist.
+""":func:`check_trace` and :func:`compress_trace` (``kinetrace check`` / ``compress``): tools
+for trace files that already exist.
 
 Both stream the file through Rust with the GIL released (constant memory, so multi-GB traces
 are fine) and read ``.json`` or gzip with any number of members, recognised by the magic
@@ -8,40 +9,41 @@ bytes rather than the name.
   only valid escapes and UTF-8; then the trace: ``traceEvents``, ``ph`` on every event, the
   fields ``X``/``i``/``M`` events need, every flow start matched by a finish) and summarizes
   the trace.
-- ``kinetrace compress`` rewrites a trace as ONE gzip member with the parallel encoder (some
+- :func:`compress_trace` rewrites a trace as ONE gzip member with the parallel encoder (some
   viewers read only the first member of a gzip file), checking it on the way with the strict
   reader ``split`` and ``filter`` use: what is not a trace (truncated, NaN, a byte-order
   mark, invalid UTF-8, empty, a second document, a top-level member or event over 64 MiB)
-  fails at the offset of its first fault and leaves nothing.
+  raises :class:`~kinetrace.TraceFormatError` at the offset of its first fault and leaves
+  nothing.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
-import sys
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from kinetrace import _kinetrace
-from kinetrace._env import DEFAULT_COMPRESSLEVEL, available_cpus
+from kinetrace._env import gzip_settings
+from kinetrace._text import counts, duration, plural, size
 
 __all__ = [
+    "DEFAULT_MAX_ERRORS",
     "CheckReport",
-    "add_check_parser",
-    "add_compress_parser",
-    "check_main",
+    "CompressResult",
     "check_trace",
-    "compress_main",
+    "compress_trace",
+    "is_gzip",
 ]
 
 #: Error messages kept by default (every error is counted).
 DEFAULT_MAX_ERRORS = 50
 
-_GZIP_MAGIC = b"\x1f\x8b"
+#: The first bytes of every gzip member.
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,18 +114,18 @@ class CheckReport:
         if self.valid:
             status = "valid"
         elif self.json_valid:
-            status = f"INVALID trace ({_plural(self.error_count, 'error')}; the JSON is valid)"
+            status = f"INVALID trace ({plural(self.error_count, 'error')}; the JSON is valid)"
         else:
-            status = f"INVALID ({_plural(self.error_count, 'error')})"
+            status = f"INVALID ({plural(self.error_count, 'error')})"
         lines = [f"{self.path}: {status}"]
         if self.gzip_members:
-            container = f"gzip, {_plural(self.gzip_members, 'member')}"
+            container = f"gzip, {plural(self.gzip_members, 'member')}"
             lines.append(
-                f"  file        {_size(self.file_bytes)} ({container}), "
-                f"{_size(self.json_bytes)} of JSON"
+                f"  file        {size(self.file_bytes)} ({container}), "
+                f"{size(self.json_bytes)} of JSON"
             )
         else:
-            lines.append(f"  file        {_size(self.file_bytes)} of JSON")
+            lines.append(f"  file        {size(self.file_bytes)} of JSON")
         header = [
             f"{key} {json.dumps(value)}"
             for key, value in (
@@ -139,14 +141,14 @@ class CheckReport:
             lines.append(f"  traceName   {json.dumps(self.trace_name)}")
         if self.top_level_keys:
             lines.append(f"  keys        {', '.join(self.top_level_keys)}")
-        lines.append(f"  events      {self.events:,}{_counts(self.phases)}")
+        lines.append(f"  events      {self.events:,}{counts(self.phases)}")
         if self.categories:
-            lines.append(f"  categories  {_counts(self.categories, lead='').strip()}")
+            lines.append(f"  categories  {counts(self.categories, lead='').strip()}")
         lines.append(f"  processes   {self.processes:,}, threads {self.threads:,}")
         span = self.span_us
         if span is not None:
             lines.append(
-                f"  time span   {_duration(span)} (ts {self.ts_min:.3f} .. {self.ts_max:.3f} us)"
+                f"  time span   {duration(span)} (ts {self.ts_min:.3f} .. {self.ts_max:.3f} us)"
             )
         lines.append(
             f"  flows       {self.flows_paired:,} paired, {self.flows_unpaired:,} unpaired"
@@ -162,35 +164,6 @@ class CheckReport:
             lines.append(f"errors{more}:")
             lines.extend(f"  {e}" for e in self.errors)
         return "\n".join(lines)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
-def _duration(us: float) -> str:
-    if us < 1000:
-        return f"{us:.3f} us"
-    if us < 1_000_000:
-        return f"{us / 1000:.3f} ms"
-    return f"{us / 1_000_000:.3f} s"
-
-
-def _counts(counts: Mapping[str, int], lead: str = ": ", limit: int = 12) -> str:
-    if not counts:
-        return ""
-    items = list(counts.items())
-    text = ", ".join(f"{k if k else '(none)'} {n:,}" for k, n in items[:limit])
-    if len(items) > limit:
-        text += f", ... ({len(items) - limit} more)"
-    return lead + text
 
 
 def check_trace(
@@ -243,187 +216,63 @@ def check_trace(
     )
 
 
-def check_main(args: argparse.Namespace) -> int:
-    """``kinetrace check FILE``: prints the report.
+def is_gzip(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at ``path`` starts like gzip (by its bytes, whatever its name).
 
-    Returns:
-        0 when the trace is valid, 1 when it is not, 2 when it cannot be read.
+    Raises:
+        OSError: the file cannot be read.
     """
-    try:
-        report = check_trace(args.file, max_errors=args.max_errors)
-    except OSError as exc:
-        print(f"kinetrace check: {_os_error_text(exc)}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(report.format())
-    return 0 if report.valid else 1
-
-
-def _os_error_text(exc: OSError) -> str:
-    """``[Errno 2] cannot open x: No such file or directory`` without the errno part."""
-    if exc.errno is not None and exc.strerror:
-        return exc.strerror
-    return str(exc)
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def add_check_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds the ``check`` subcommand (``func=check_main``) to an argparse subparsers object."""
-    parser = subparsers.add_parser(
-        "check",
-        help="validate a trace file strictly and summarize it",
-        description=(
-            "Validate a Chrome trace file (.json, or gzip with any number of members) "
-            "strictly and print a summary: strict JSON (no NaN/Infinity, trailing commas, "
-            "bad escapes, invalid UTF-8 or raw control characters), a traceEvents array, "
-            "ph on every event, name/cat/ts/dur on X events, name/ts on instant events, "
-            "name/args on M events, every flow start (s) matched by a finish (f) with the "
-            "same cat and id. Streams the file in constant memory. Exit status: 0 valid, "
-            "1 invalid, 2 unreadable."
-        ),
-    )
-    parser.add_argument("file", metavar="FILE", help="the trace (.json or gzip)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument(
-        "--max-errors",
-        type=_non_negative_int,
-        default=DEFAULT_MAX_ERRORS,
-        metavar="N",
-        help=f"error messages to show (all are counted; default {DEFAULT_MAX_ERRORS})",
-    )
-    parser.set_defaults(func=check_main)
-    return parser
-
-
-def _is_gzip(path: str) -> bool:
     with open(path, "rb") as f:
-        return f.read(2) == _GZIP_MAGIC
+        return f.read(2) == GZIP_MAGIC
 
 
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
+@dataclasses.dataclass(frozen=True)
+class CompressResult:
+    """What :func:`compress_trace` wrote."""
+
+    path: str
+    #: Size of the source file, bytes of JSON it holds, and size of the gzip written.
+    source_bytes: int
+    json_bytes: int
+    file_bytes: int
+    level: int
+    threads: int
+    seconds: float
 
 
-def compress_main(args: argparse.Namespace) -> int:
-    """``kinetrace compress SRC [DST]``: rewrites a trace as one gzip member.
+def compress_trace(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    compresslevel: int | None = None,
+    threads: int | None = None,
+) -> CompressResult:
+    """Rewrites the trace at ``src`` (``.json``, or gzip of any number of members) as ONE
+    gzip member at ``dst``, with the parallel encoder, streamed in constant memory and
+    checked on the way as ``split`` and ``filter`` check their input (strict JSON, a trace,
+    no top-level member or event over 64 MiB).
 
-    DST defaults to ``SRC.gz`` for plain JSON and to SRC itself (replaced atomically) for
-    gzip input. An existing DST other than a gzip SRC itself is replaced only with
-    ``force``.
+    ``dst`` appears atomically and replaces an existing file (``dst`` may be ``src``
+    itself); on any error nothing is left and an existing ``dst`` is untouched.
 
-    SRC is checked as it streams, as ``split`` and ``filter`` check their input: anything
-    that is not a trace fails at the offset of its first fault.
-
-    Returns:
-        0 on success; 1 when it failed (SRC is not a trace: corrupt, truncated, not strict
-        JSON; a write error) or refused to overwrite DST; 2 for a bad level or thread count,
-        or an unreadable SRC.
+    Raises:
+        TypeError, ValueError: ``compresslevel`` (0-9) or ``threads`` (1-256) out of range.
+        kinetrace.TraceFormatError: ``src`` is not a trace (a ``ValueError``: where and why,
+            a corrupt or truncated gzip stream included).
+        OSError: a file cannot be read or written.
+        KeyboardInterrupt: Ctrl-C; nothing is written.
     """
-    prog = "kinetrace compress"
-    level = DEFAULT_COMPRESSLEVEL if args.level is None else args.level
-    threads = available_cpus() if args.threads is None else args.threads
-    if not 0 <= level <= 9:
-        print(f"{prog}: error: --level must be between 0 and 9, got {level}", file=sys.stderr)
-        return 2
-    if not 1 <= threads <= 256:
-        print(
-            f"{prog}: error: --threads must be between 1 and 256, got {threads}",
-            file=sys.stderr,
-        )
-        return 2
-    src: str = os.fsdecode(args.src)
-    try:
-        gzip_in = _is_gzip(src)
-        src_bytes = os.stat(src).st_size
-    except OSError as exc:
-        print(f"{prog}: error: cannot read {src}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    dst: str = os.fsdecode(args.dst) if args.dst is not None else (src if gzip_in else src + ".gz")
-    in_place = _same_file(src, dst)
-    if os.path.exists(dst) and not args.force and not (in_place and gzip_in):
-        print(
-            f"{prog}: error: {dst} exists (use -f/--force to overwrite it)",
-            file=sys.stderr,
-        )
-        return 1
-    start = time.perf_counter()
-    try:
-        json_bytes, dst_bytes = _kinetrace.recompress(src, dst, level, threads)
-    except (OSError, ValueError) as exc:
-        text = _os_error_text(exc) if isinstance(exc, OSError) else str(exc)
-        print(f"{prog}: error: {text}", file=sys.stderr)
-        return 1
-    elapsed = max(time.perf_counter() - start, 1e-9)
-    kind = "gzip" if gzip_in else "JSON"
-    target = f"{dst} (in place)" if in_place else dst
-    print(
-        f"{src} ({_size(src_bytes)} {kind}) -> {target}: {_size(dst_bytes)}, one gzip member; "
-        f"{_size(json_bytes)} of JSON in {elapsed:.2f} s ({json_bytes / 1e6 / elapsed:.0f} MB/s, "
-        f"level {level}, {threads} thread{'s' if threads != 1 else ''})"
+    level, n_threads = gzip_settings(compresslevel, threads)
+    src_path, dst_path = os.fsdecode(src), os.fsdecode(dst)
+    source_bytes = os.stat(src_path).st_size
+    started = time.perf_counter()
+    json_bytes, file_bytes = _kinetrace.recompress(src_path, dst_path, level, n_threads)
+    return CompressResult(
+        path=dst_path,
+        source_bytes=source_bytes,
+        json_bytes=json_bytes,
+        file_bytes=file_bytes,
+        level=level,
+        threads=n_threads,
+        seconds=time.perf_counter() - started,
     )
-    return 0
-
-
-def _int_arg(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-
-
-def add_compress_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Adds the ``compress`` subcommand (``func=compress_main``) to an argparse subparsers
-    object."""
-    parser = subparsers.add_parser(
-        "compress",
-        help="rewrite a trace as one gzip member with parallel compression",
-        description=(
-            "Stream a trace (.json, or gzip with any number of members) into a single-member "
-            "gzip file with the parallel encoder. Some viewers (chrome://tracing, TensorBoard "
-            "in a browser, zlib.decompress(data, 31)) read only the first member of a gzip "
-            "file. SRC is checked strictly as it streams (as split and filter read it): "
-            "anything that is not a trace fails at the offset of its first fault, and a "
-            "top-level member or event over 64 MiB is refused. The output appears "
-            "atomically; on error or Ctrl-C nothing is left behind. "
-            "Exit status: 0 done, 1 failed (SRC not a trace) or refused to overwrite, 2 usage "
-            "error or unreadable SRC."
-        ),
-    )
-    parser.add_argument("src", metavar="SRC", help="the trace to compress (.json or gzip)")
-    parser.add_argument(
-        "dst",
-        metavar="DST",
-        nargs="?",
-        help="output (default: SRC.gz for JSON, SRC itself, rewritten, for gzip)",
-    )
-    parser.add_argument(
-        "-l",
-        "--level",
-        type=_int_arg,
-        default=None,
-        help=f"gzip level 0-9 (default: {DEFAULT_COMPRESSLEVEL})",
-    )
-    parser.add_argument(
-        "-j",
-        "--threads",
-        type=_int_arg,
-        default=None,
-        help="compression threads (default: the cores available)",
-    )
-    parser.add_argument("-f", "--force", action="store_true", help="overwrite DST if it exists")
-    parser.set_defaults(func=compress_main)
-    return parser

@@ -2,8 +2,11 @@
 //!
 //! I/O errors with an errno become `OSError(errno, message)`, which Python turns into the
 //! matching subclass (`FileNotFoundError`, `PermissionError`, `IsADirectoryError`, ...).
-//! Internal failures (a panic, a poisoned lock) become `RuntimeError`; every lock in the
-//! bindings is taken through [`crate::error::lock`], so a poisoned one always reads the same.
+//! A trace file that is not a valid trace becomes `kinetrace.TraceFormatError` (a
+//! `ValueError` defined in Python, `kinetrace/_errors.py`, carrying path, offset and event
+//! index). Internal failures (a panic, a poisoned lock) become `RuntimeError`; every lock in
+//! the bindings is taken through [`crate::error::lock`], so a poisoned one always reads the
+//! same.
 
 use pyo3::exceptions::{
     PyFileExistsError, PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyPermissionError,
@@ -13,6 +16,8 @@ use pyo3::PyErr;
 use std::io;
 
 use crate::error::Error;
+
+pyo3::import_exception!(kinetrace._errors, TraceFormatError);
 
 /// A Python exception raised inside a callback (a Python file object's `write`) travels
 /// through `io::Error` in this wrapper, so it comes back out unchanged.
@@ -63,6 +68,10 @@ impl From<Error> for PyErr {
         match err {
             Error::Io { context, source } => io_to_pyerr(&context, source),
             Error::InvalidArgument(msg) => PyValueError::new_err(msg),
+            Error::TraceFormat(t) => {
+                let message = t.to_string();
+                TraceFormatError::new_err((message, t.path, t.offset, t.event_index))
+            }
             Error::State(msg) => PyRuntimeError::new_err(msg),
             Error::Interrupted => PyKeyboardInterrupt::new_err("export interrupted"),
             err @ (Error::Panic(_) | Error::Poisoned(_)) => {

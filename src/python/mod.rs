@@ -481,6 +481,7 @@ impl PyExporter {
     }
 
     /// Makes the writer thread panic (tests of the panic path only).
+    #[cfg(feature = "test-hooks")]
     fn _inject_panic(&self) -> PyResult<()> {
         self.state()?.exporter.inject_panic_for_tests()?;
         Ok(())
@@ -501,16 +502,9 @@ impl PyExporter {
     }
 }
 
-/// `{ns // 1000}.{ns % 1000:03}`: how the trace writes nanoseconds as microseconds.
-#[pyfunction]
-fn format_microseconds(ns: i128) -> String {
-    let mut out = Vec::with_capacity(24);
-    crate::render::push_micros(&mut out, ns);
-    String::from_utf8(out).expect("digits and a dot are ASCII")
-}
-
 /// Panics on the calling thread (tests of the panic path only): PyO3 turns it into
 /// `pyo3_runtime.PanicException` and the interpreter goes on.
+#[cfg(feature = "test-hooks")]
 #[pyfunction]
 fn _panic_for_tests() {
     panic!("panic requested by a test");
@@ -559,8 +553,8 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fallback::register(m)?;
     interrupt::register(m)?;
     check::register(m)?;
-    m.add_function(wrap_pyfunction!(format_microseconds, m)?)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;
+    #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(create_temporary, m)?)?;
     m.add_function(wrap_pyfunction!(remove_temporaries, m)?)?;

@@ -1,0 +1,126 @@
+"""The ``kinetrace`` command line (``kinetrace`` or ``python -m kinetrace``).
+
+One module per subcommand, each with ``add_parser(subparsers)`` that adds its parser and
+sets ``func`` (``(args) -> exit status``); :data:`SUBCOMMANDS` lists them in help order.
+The library functions they call take no argparse; what the subcommands share (argument
+types, gzip options, printing a failure) is in :mod:`kinetrace._cli.args`.
+
+``main`` is also where a process's life is handled the same way for every tool:
+
+- SIGTERM and SIGHUP (what batch schedulers, ``timeout`` and a closed terminal send) stop a
+  tool like Ctrl-C does: the signal becomes an exception at the next point where the work
+  answers Ctrl-C (every ~50 ms), every file the tool created is removed on the way out, and
+  the exit status is 128 + the signal's number. Ctrl-C exits with 130. ``kinetrace run``
+  leaves the signals to the script it runs.
+- A closed stdout (``kinetrace check big.json | head -3``) ends the tool quietly with exit
+  status 141 (128 + SIGPIPE), as other Unix tools end, without a traceback.
+
+Exit statuses otherwise: 0 done, 1 failed (a bad trace, a write error, nothing selected),
+2 a usage error or an unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from types import FrameType, ModuleType
+
+from kinetrace._cli import check, compress, demo, run, split
+from kinetrace._cli import filter as filter_
+
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+#: The subcommand modules, in the order ``kinetrace --help`` lists them.
+SUBCOMMANDS: list[ModuleType] = [demo, run, check, compress, split, filter_]
+
+#: Signals that stop a tool like Ctrl-C (``kinetrace run`` leaves them to its script).
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+_SIGPIPE_STATUS = 128 + getattr(signal, "SIGPIPE", 13)
+
+
+class Stopped(BaseException):
+    """Raised by the handler of a stop signal (a ``BaseException``, like
+    ``KeyboardInterrupt``, so no ``except Exception`` swallows it on the way out)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kinetrace`` argument parser, with every subcommand of :data:`SUBCOMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="kinetrace",
+        description="Fast, exact Chrome-trace export for the PyTorch profiler, and tools for "
+        "the trace files it, torch and Kineto write.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in SUBCOMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kinetrace`` command: parse ``argv`` (default ``sys.argv[1:]``)
+    and run the subcommand.
+
+    Returns:
+        The subcommand's exit status; 2 for a usage error or no subcommand, 130 after
+        Ctrl-C, 128 + N after a stop signal N, 141 when stdout was closed.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    prog = f"kinetrace {args.command}"
+    try:
+        with _stop_signals(getattr(args, "stop_on_signals", True)):
+            status = int(func(args))
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
+    except Stopped as stop:
+        print(f"{prog}: stopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return 128 + stop.signum
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return _SIGPIPE_STATUS
+
+
+@contextlib.contextmanager
+def _stop_signals(enabled: bool) -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`Stopped` while the block runs (in the main thread
+    only: Python runs signal handlers there)."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise Stopped(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null, so the interpreter's last flush does not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

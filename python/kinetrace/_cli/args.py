@@ -1,0 +1,126 @@
+"""What the subcommands share: argument types (a wrong text is a usage error, exit status
+2), the gzip options, and how a failure is printed (figures: ``kinetrace._text``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from kinetrace._env import DEFAULT_COMPRESSLEVEL
+
+__all__ = [
+    "add_gzip_options",
+    "fail",
+    "integer",
+    "non_negative_float",
+    "non_negative_int",
+    "positive_float",
+    "positive_int",
+    "window",
+]
+
+
+# --------------------------------------------------------------------------------------
+# argument types
+# --------------------------------------------------------------------------------------
+
+
+def integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def non_negative_int(text: str) -> int:
+    value = integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _in_range(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = integer(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def positive_float(text: str) -> float:
+    value = _float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def window(text: str) -> tuple[float, float]:
+    """``START_US:END_US``, START < END."""
+    start, sep, end = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        span = (float(start), float(end))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START_US:END_US, got {text!r}") from None
+    if not span[0] < span[1]:
+        raise argparse.ArgumentTypeError(f"START must be less than END, got {text!r}")
+    return span
+
+
+def add_gzip_options(parser: argparse.ArgumentParser, what: str = "gzip output") -> None:
+    """``-l/--level`` (0-9) and ``-j/--threads`` (1-256): the parallel encoder's settings."""
+    parser.add_argument(
+        "-l",
+        "--level",
+        type=_in_range(0, 9),
+        default=None,
+        help=f"gzip level 0-9 for {what} (default: {DEFAULT_COMPRESSLEVEL})",
+    )
+    parser.add_argument(
+        "-j",
+        "--threads",
+        type=_in_range(1, 256),
+        default=None,
+        help="compression threads (default: the cores available)",
+    )
+
+
+# --------------------------------------------------------------------------------------
+# failures
+# --------------------------------------------------------------------------------------
+
+
+def fail(prog: str, exc: BaseException) -> int:
+    """Prints ``PROG: error: TEXT`` on stderr (an ``OSError``'s text without its errno) and
+    returns 1."""
+    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+        text = exc.strerror
+    else:
+        text = str(exc)
+    print(f"{prog}: error: {text}", file=sys.stderr)
+    return 1

@@ -1,0 +1,87 @@
+"""``kinetrace filter SRC DST [criteria]``: keep only some events of a trace."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kinetrace._cli.args import add_gzip_options, fail, non_negative_float, window
+from kinetrace._split import Keep, filter_trace
+from kinetrace._text import size
+
+__all__ = ["add_parser", "cmd_filter"]
+
+
+def cmd_filter(args: argparse.Namespace) -> int:
+    """Prints what :func:`kinetrace.filter_trace` kept.
+
+    Returns:
+        0 on success, 1 when it failed (a bad trace, nothing selected, ...).
+    """
+    try:
+        keep = Keep(
+            include_cats=tuple(args.include_cat or ()),
+            exclude_cats=tuple(args.exclude_cat or ()),
+            min_dur_us=args.min_dur_us,
+            window_us=args.window,
+            pids=tuple(_pid(p) for p in (args.pid or ())),
+        )
+        result = filter_trace(
+            args.src, args.dst, keep, compresslevel=args.level, threads=args.threads
+        )
+    except (OSError, ValueError, TypeError) as exc:
+        return fail("kinetrace filter", exc)
+    print(
+        f"{args.src} -> {result.path}: {result.events_written:,} of {result.events_read:,} "
+        f"events kept ({result.metadata_written:,} metadata), {size(result.json_bytes_written)} "
+        f"of {size(result.json_bytes_read)} of JSON in {result.seconds:.2f} s"
+        + (
+            f"; {result.flow_events_cut:,} flow events dropped (an end was not kept)"
+            if result.flow_events_cut
+            else ""
+        )
+    )
+    return 0
+
+
+def _pid(text: str) -> int | str:
+    """A ``--pid`` as written in traces: a number, or a string such as ``Spans``."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "filter",
+        help="keep only some events of a trace",
+        description=(
+            "Write to DST the events of the trace SRC that pass every criterion given, each "
+            "unchanged; flows only when all their ends are kept, process/thread metadata "
+            "only for what remains. DST is gzip when its name ends in .gz. "
+            "Exit status: 0 done, 1 failed (including: nothing selected)."
+        ),
+    )
+    parser.add_argument("src", metavar="SRC", help="the trace to filter")
+    parser.add_argument("dst", metavar="DST", help="the filtered trace")
+    parser.add_argument(
+        "--include-cat", action="append", metavar="CAT", help="keep only this category (repeatable)"
+    )
+    parser.add_argument(
+        "--exclude-cat", action="append", metavar="CAT", help="drop this category (repeatable)"
+    )
+    parser.add_argument(
+        "--min-dur-us", type=non_negative_float, metavar="X", help="drop events shorter than X us"
+    )
+    parser.add_argument(
+        "--window",
+        type=window,
+        metavar="START_US:END_US",
+        help="keep events overlapping this window of ts",
+    )
+    parser.add_argument(
+        "--pid", action="append", metavar="P", help="keep only this process (repeatable)"
+    )
+    add_gzip_options(parser, "gzip output")
+    parser.set_defaults(func=cmd_filter)
