@@ -13,9 +13,10 @@ cargo test --release --quiet  # release: the >4 GiB gzip test runs in seconds th
 
 build_wheel
 
-log "python: ruff, stub check"
+log "python: ruff, mypy (strict, python/kinetrace), stub check"
 ruff check python tests benches
 ruff format --check python tests benches
+python -m mypy
 python -m mypy.stubtest kinetrace._kinetrace
 
 log "python: test suite (against the installed wheel)"

@@ -197,3 +197,21 @@ def test_chart_tables_and_readme_block(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="no <!-- y:start -->"):
         benchlib.replace_between(text, "y", "new")
+
+
+def test_kineto_writer_table_puts_each_figure_in_its_column(tmp_path: Path) -> None:
+    """The comparison ``kinetrace demo`` prints on torch < 2.13 (it runs on any torch): its
+    notes in the note column, no activity count where none was counted."""
+    rows = _bench.compare_kineto_writer(lambda: _bench.record_workload(20), str(tmp_path))
+    assert [(r.exporter, r.fmt) for r in rows] == [
+        ("stock C++", "json"),
+        ("stock C++", "json.gz"),
+        ("kinetrace", "json"),
+        ("kinetrace", "json.gz"),
+    ]
+    assert all(r.activities is None and r.how for r in rows)
+    assert rows[0].note == "Kineto's writer"
+    table = _bench.format_table(rows)
+    stock_line = next(line for line in table.splitlines() if line.startswith("stock C++ "))
+    assert stock_line.endswith("  Kineto's writer")
+    assert "activities" not in table

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kinetrace import _export, _extract, _kinetrace
@@ -89,7 +90,9 @@ class _PeakRss:
         return max(0, self.peak - self.base)
 
 
-def record_workload(iterations: int, *, record_shapes: bool = True, with_stack: bool = False):
+def record_workload(
+    iterations: int, *, record_shapes: bool = True, with_stack: bool = False
+) -> Any:
     """Profile ``iterations`` steps of add/mul/sum on 8x8 tensors (6 ops a step)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -169,7 +172,7 @@ def _row(
     fmt: str,
     seconds: float,
     size: int | None,
-    activities: int,
+    activities: int | None,
     note: str = "",
     how: str = "",
 ) -> Row:
@@ -227,7 +230,7 @@ def compare(
 
     for fmt in formats:
         path = os.path.join(out_dir, f"torch_python.{fmt}")
-        seconds = _timed(lambda p=path: prof.export_chrome_trace(p, use_python_export=True), repeat)
+        seconds = _timed(partial(prof.export_chrome_trace, path, use_python_export=True), repeat)
         how = f"prof.export_chrome_trace(path, use_python_export=True), {best}"
         rows.append(_row("torch Python", fmt, seconds, _size(path), n, how=how))
 
@@ -235,7 +238,7 @@ def compare(
         for workers in worker_counts:
             path = os.path.join(out_dir, f"kinetrace.w{workers}.{fmt}")
             seconds = _timed(
-                lambda p=path, w=workers: _export.export_chrome_trace(prof, p, workers=w), repeat
+                partial(_export.export_chrome_trace, prof, path, workers=workers), repeat
             )
             note = f"{workers} worker{'s' if workers > 1 else ''}"
             if fmt == "json.gz":
@@ -248,8 +251,8 @@ def compare(
                     continue
                 path = os.path.join(out_dir, f"kinetrace.l{level}.{fmt}")
                 seconds = _timed(
-                    lambda p=path, lv=level: _export.export_chrome_trace(
-                        prof, p, compresslevel=lv, workers=1
+                    partial(
+                        _export.export_chrome_trace, prof, path, compresslevel=level, workers=1
                     ),
                     repeat,
                 )
@@ -267,7 +270,7 @@ def compare(
             prof = record()
             stock_n = activity_count(prof)
             path = os.path.join(out_dir, f"stock.{fmt}")
-            seconds = _timed(lambda p=path, pr=prof: pr.export_chrome_trace(p), 1)
+            seconds = _timed(partial(prof.export_chrome_trace, path), 1)
             how = "prof.export_chrome_trace(path) on a profile of its own, 1 run"
             if fmt == "json.gz":
                 how += " (Kineto to a temporary .json, then gzip writelines, level 9)"
@@ -335,11 +338,13 @@ def compare_kineto_writer(
             warnings.simplefilter("ignore", _fallback.FallbackWarning)
             _export.export_chrome_trace(prof, path)
 
+    runs = f"best of {max(1, repeat)}, a fresh profile each" if repeat > 1 else "1 run"
     for fmt in formats:
         path = os.path.join(out_dir, f"stock.{fmt}")
         seconds = best_of(lambda prof, p: prof.export_chrome_trace(p), path)
         note = "torch's own gzip copy, level 9" if fmt == "json.gz" else "Kineto's writer"
-        rows.append(_row("stock C++", fmt, seconds, _size(path), note))
+        how = f"prof.export_chrome_trace(path), {runs}"
+        rows.append(_row("stock C++", fmt, seconds, _size(path), None, note, how))
     own_formatter = has_trace_activities()
     for fmt in formats:
         path = os.path.join(out_dir, f"kinetrace.{fmt}")
@@ -347,7 +352,8 @@ def compare_kineto_writer(
         note = "torch Python-exporter bytes" if own_formatter else "Kineto's writer, streamed"
         if fmt == "json.gz":
             note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
-        rows.append(_row("kinetrace", fmt, seconds, _size(path), note))
+        how = f"kinetrace.export_chrome_trace(prof, path), {runs}"
+        rows.append(_row("kinetrace", fmt, seconds, _size(path), None, note, how))
     _add_ratios(rows)
     return rows
 
@@ -388,5 +394,6 @@ def format_table(rows: list[Row], activities: int | None = None) -> str:
         )
     lines.append("how each row was timed:")
     for r in rows:
-        lines.append(f"  {r.exporter + ' ' + r.fmt:<22} {r.how}; {r.activities} activities")
+        counted = "" if r.activities is None else f"; {r.activities} activities"
+        lines.append(f"  {r.exporter + ' ' + r.fmt:<22} {r.how}{counted}")
     return "\n".join(lines)

@@ -358,7 +358,7 @@ def _export_cut(result: Any, trace_name: str, options: ExportOptions) -> Any:
 
 def _export_fallback(
     result: Any, trace_name: str, options: ExportOptions, started: float
-) -> ExportStats:
+) -> ExportStats | ExportHandle:
     """torch < 2.13: Kineto's own writer, streamed into place (``kinetrace._fallback``)."""
     from kinetrace import _fallback
 

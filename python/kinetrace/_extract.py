@@ -45,7 +45,7 @@ def _getters(activities: list[Any], fields: Iterable[str]) -> dict[str, Callable
     return {f: methodcaller(f) for f in fields}
 
 
-def _select(items: list[Any], mask: bytes | bool | None) -> Iterable[Any]:
+def _select(items: Sequence[Any], mask: bytes | bool | None) -> Iterable[Any]:
     if mask is None:
         return ()
     if mask is True:
@@ -191,7 +191,7 @@ def activity_getters(activities: list[Any]) -> Getters:
     return _getters(activities, _FIRST_PASS_FIELDS + _SECOND_PASS_FIELDS)
 
 
-def _batches(activities: Sequence[Any], span: range | None) -> Iterator[list[Any]]:
+def _batches(activities: Sequence[Any], span: range | None) -> Iterator[Sequence[Any]]:
     """Slices of at most BATCH_SIZE activities over ``span`` (default: all), taken one at a
     time so a lazy sequence never holds more than a batch."""
     span = range(len(activities)) if span is None else span

@@ -68,11 +68,12 @@ class GzipWriter(io.BufferedIOBase):
     def seekable(self) -> bool:
         return False
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         """Compress ``data`` (bytes-like); returns its length."""
         if self.closed:
             raise ValueError("I/O operation on closed GzipWriter")
-        return self._encoder.write(data)
+        written: int = self._encoder.write(data)
+        return written
 
     def flush(self) -> None:
         """Make everything written so far decodable from the output (a sync flush)."""

@@ -5,7 +5,7 @@ A build with the cargo feature ``test-hooks`` (never a release wheel) also has
 
 from os import PathLike
 from pathlib import Path
-from typing import Any, final
+from typing import Any, TypedDict, final, overload
 
 from typing_extensions import Self
 
@@ -31,6 +31,30 @@ EXTERNAL_ID_EXCLUDED: list[str]
 #: How long any wait runs before Ctrl-C is looked for again (native and Python waits alike).
 POLL_INTERVAL_MS: int
 
+# The dicts the tools return: the fields of kinetrace's result dataclasses, which are built
+# from them with ** (so a key added here and not there is a type error).
+
+class _PartStats(TypedDict):
+    path: str
+    start_us: float
+    end_us: float
+    events: int
+    json_bytes: int
+
+class _SplitStats(TypedDict):
+    events_read: int
+    flow_events_cut: int
+    json_bytes_read: int
+    oversized_parts: int
+
+class _FilterStats(TypedDict):
+    events_read: int
+    events_written: int
+    metadata_written: int
+    flow_events_cut: int
+    json_bytes_read: int
+    json_bytes_written: int
+
 def trimonth_base_ns(earliest_ns: int) -> int: ...
 def check_trace(path: str | PathLike[str], max_errors: int = 50) -> dict[str, Any]: ...
 def create_temporary(directory: str | PathLike[str], name: str) -> Path: ...
@@ -47,7 +71,7 @@ def split_trace(
     stem: str | None = None,
     suffix: str | None = None,
     trace_name: str | None = None,
-) -> dict[str, Any]: ...
+) -> tuple[list[_PartStats], _SplitStats]: ...
 def filter_trace(
     src: str | PathLike[str],
     dst: str | PathLike[str],
@@ -58,7 +82,7 @@ def filter_trace(
     pids: list[str],
     gzip: tuple[int, int] | None,
     trace_name: str | None = None,
-) -> dict[str, Any]: ...
+) -> _FilterStats: ...
 
 @final
 class _Exporter:
@@ -127,7 +151,11 @@ class _Exporter:
         comms_metadata: list[str | None],
     ) -> None: ...
     def close(self, trace_name: str) -> None: ...
-    def wait(self, timeout: float | None = None) -> tuple[int, int, int, int | None] | None: ...
+    # Without a timeout it returns once the file is written; with one, None on timeout.
+    @overload
+    def wait(self, timeout: None = None) -> tuple[int, int, int, int | None]: ...
+    @overload
+    def wait(self, timeout: float) -> tuple[int, int, int, int | None] | None: ...
     def bytes_written(self) -> int: ...
     def abort(self) -> None: ...
 

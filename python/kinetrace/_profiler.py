@@ -315,7 +315,8 @@ def _autograd_profile_export_chrome_trace(
         self,
         path,
         metadata,
-        torch_writes=not getattr(self, "enabled", True) or not torch.autograd.kineto_available(),
+        torch_writes=not getattr(self, "enabled", True)
+        or not torch._C._autograd.kineto_available(),
         torch_args=(metadata,),
         use_python_export=use_python_export,
         cuda_graph_annotations=cuda_graph_annotations,
@@ -340,10 +341,12 @@ def _torch_profile_takes(name: str) -> bool:
 def _activities_for_use_cuda(activities: Iterable[Any] | None, use_cuda: bool) -> list[Any]:
     """``activities`` with CUDA added (``use_cuda=True``) or removed (False), as torch did
     while it accepted ``use_cuda``."""
-    items = list(torch.profiler.supported_activities() if activities is None else activities)
+    if activities is None:
+        activities = torch.profiler.supported_activities()  # type: ignore[no-untyped-call]
+    items = list(activities)
 
     def is_cuda(item: Any) -> bool:
-        return item == ProfilerActivity.CUDA
+        return bool(item == ProfilerActivity.CUDA)
 
     has_cuda = any(
         ProfilerActivity.CUDA in item if isinstance(item, dict) else is_cuda(item) for item in items
@@ -417,7 +420,7 @@ class profile(torch.profiler.profile):
         wrapped = json.dumps(value, ensure_ascii=False)
         self._trace_metadata[key] = wrapped
         if not getattr(self, "_kinetrace_carries_metadata", False):
-            torch.autograd._add_metadata_json(key, wrapped)
+            torch._C._autograd._add_metadata_json(key, wrapped)
 
 
 def _init_signature() -> inspect.Signature:

@@ -75,11 +75,12 @@ class Keep:
             if isinstance(value, str) or not all(isinstance(c, str) for c in value):
                 raise TypeError(f"{name} must be a sequence of str, got {value!r}")
             object.__setattr__(self, name, tuple(value))
-        if isinstance(self.pids, (str, int)) or not all(
-            isinstance(p, (str, int)) and not isinstance(p, bool) for p in self.pids
+        pids: Any = self.pids  # checked: callers may pass anything
+        if isinstance(pids, (str, int)) or not all(
+            isinstance(p, (str, int)) and not isinstance(p, bool) for p in pids
         ):
-            raise TypeError(f"pids must be a sequence of int or str, got {self.pids!r}")
-        object.__setattr__(self, "pids", tuple(self.pids))
+            raise TypeError(f"pids must be a sequence of int or str, got {pids!r}")
+        object.__setattr__(self, "pids", tuple(pids))
         if self.min_dur_us is not None:
             if isinstance(self.min_dur_us, bool) or not isinstance(self.min_dur_us, (int, float)):
                 raise TypeError(f"min_dur_us must be a number, got {self.min_dur_us!r}")
@@ -269,7 +270,7 @@ def split_trace(
     out_path = None if out_dir is None else os.fsdecode(out_dir)
     created = [] if out_path is None else _make_dirs(out_path)
     try:
-        raw = _kinetrace.split_trace(
+        raw_parts, stats = _kinetrace.split_trace(
             src_path, max_bytes, out_path, settings, like_source, stem, suffix, _trace_name
         )
     except BaseException:
@@ -277,17 +278,8 @@ def split_trace(
             with contextlib.suppress(OSError):
                 os.rmdir(directory)
         raise
-    parts = tuple(
-        Part(
-            path=os.fsdecode(p["path"]),
-            start_us=p["start_us"],
-            end_us=p["end_us"],
-            events=p["events"],
-            json_bytes=p["json_bytes"],
-        )
-        for p in raw.pop("parts")
-    )
-    return SplitResult(parts=parts, seconds=time.perf_counter() - started, **raw)
+    parts = tuple(Part(**p) for p in raw_parts)
+    return SplitResult(parts=parts, seconds=time.perf_counter() - started, **stats)
 
 
 def _make_dirs(path: str) -> list[str]:

@@ -208,7 +208,7 @@ class _Worker:
             raise WorkerError(f"export worker {self.index} failed: {error}\n{remote}")
         if message[0] != expected:
             raise WorkerError(f"export worker {self.index} sent {message[0]!r}")
-        return message[1:]
+        return tuple(message[1:])
 
     def _fate(self) -> str:
         status = self.reap()

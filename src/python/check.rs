@@ -113,24 +113,28 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-fn split_dict<'py>(py: Python<'py>, s: &split::SplitStats) -> PyResult<Bound<'py, PyDict>> {
+/// The parts (a list of dicts) and the rest of the stats (a dict): the fields of
+/// `kinetrace.Part` and `kinetrace.SplitResult`.
+fn split_dicts<'py>(
+    py: Python<'py>,
+    s: &split::SplitStats,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     let d = PyDict::new(py);
     let parts = PyList::empty(py);
     for p in &s.parts {
         let pd = PyDict::new(py);
-        pd.set_item("path", &p.path)?;
+        pd.set_item("path", p.path.as_os_str())?; // a str, as os.fsdecode gives
         pd.set_item("start_us", p.start_us)?;
         pd.set_item("end_us", p.end_us)?;
         pd.set_item("events", p.events)?;
         pd.set_item("json_bytes", p.json_bytes)?;
         parts.append(pd)?;
     }
-    d.set_item("parts", parts)?;
     d.set_item("events_read", s.events_read)?;
     d.set_item("flow_events_cut", s.flow_events_cut)?;
     d.set_item("json_bytes_read", s.json_bytes_read)?;
     d.set_item("oversized_parts", s.oversized_parts)?;
-    Ok(d)
+    Ok((parts, d))
 }
 
 /// Splits the trace at `src` into parts by time window of at most `max_bytes` of JSON
@@ -149,7 +153,7 @@ fn split_trace<'py>(
     stem: Option<String>,
     suffix: Option<String>,
     trace_name: Option<String>,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
     let options = split::SplitOptions {
         max_bytes,
         out_dir,
@@ -162,7 +166,7 @@ fn split_trace<'py>(
     let stats = detached(py, |interrupted| {
         split::split(&src, &options, &mut |_done| interrupted())
     })?;
-    split_dict(py, &stats)
+    split_dicts(py, &stats)
 }
 
 /// Writes to `dst` the events of the trace at `src` that the criteria keep (see
