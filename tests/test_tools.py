@@ -440,8 +440,17 @@ def test_compress_refuses_a_member_too_large_at_its_offset(
     assert run("compress", src, tmp_path / "out.json.gz") == 1
     err = capsys.readouterr().err
     assert f"offset {len(head)}: too large" in err, err
-    with pytest.raises(ValueError, match=f"offset {len(head)}: too large"):
+    with pytest.raises(kinetrace.TraceFormatError, match=f"offset {len(head)}: too large") as e:
         kinetrace.filter_trace(src, tmp_path / "f.json")
+    assert e.value.offset == len(head)
+    # Two members, each below the limit of one, together above what split keeps of the
+    # header (64 MiB): refused at the offset of the one that crosses it.
+    first = b'"a": "' + b"x" * (40 << 20) + b'", '
+    with open(src, "wb") as f:
+        f.write(head + first + b'"b": "' + b"y" * (40 << 20) + b'", "traceEvents": []}')
+    with pytest.raises(kinetrace.TraceFormatError, match="too large") as e:
+        kinetrace.split_trace(src, 10, out_dir=tmp_path)
+    assert e.value.offset == len(head) + len(first)
     assert [p.name for p in tmp_path.iterdir()] == ["big.json"]
 
 

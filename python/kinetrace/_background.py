@@ -41,10 +41,17 @@ training loop's core); the jobs that arrive meanwhile wait in order, at most
 schedule whose cycles come faster than the exports finish). Each waiting job keeps its
 result alive (the profiler has moved on to a new one). Peak memory beyond what the process
 uses without kinetrace is therefore: the results of at most ``1 + MAX_WAITING`` cycles, plus
-one child's private pages. Those are the export's own working set (~32 bytes an activity
-plus a few MB of batches, and ~180 bytes an activity per extra ``workers=`` process) plus the
-pages the parent writes while the child runs (copy on write), which can never exceed the
-parent's resident size at the fork.
+one child's private pages. Those are the export's own working set -- the child calls
+``trace_activities()`` itself, which builds one Python object per activity there: with the
+first pass (32 bytes an activity) and the batches, ~290 bytes an activity plus ~20 MiB
+(measured: 98 MiB at 300k activities, 431 MiB at 1.5M; ``benches/bench_limits.py``,
+checked by ``tests/test_limits.py``), and ~180 bytes an activity per extra ``workers=``
+process -- plus the pages the parent writes while the child runs (copy on write), which can
+never exceed the parent's resident size at the fork.
+
+Fork. A process that forks while jobs are pending (the caller's own ``os.fork``, not this
+module's) gives the child no runner thread and, through ``kinetrace._handles``, none of the
+pending handles: the jobs belong to the parent's runner and child processes.
 
 Exit and interrupts. Handles live in ``kinetrace._handles``'s pending list like the other
 background exports: ``result()``, :func:`kinetrace.wait` and the next export report their
