@@ -2,7 +2,7 @@
 
     python benches/compat_timing.py --iterations 10000 --repeat 2
 
-Works on every torch kinetrace supports (2.11 to 2.15), so ``scripts/test-compat.sh`` runs
+Works on every torch kinetrace supports (2.11 to 2.15), so ``nox -s compat`` runs
 it in each compatibility venv. Each run profiles the same workload afresh (not timed:
 Kineto's ``save`` works once per result) and times one export: torch's own
 ``export_chrome_trace`` to ``.json`` (Kineto's C++ writer) and to ``.json.gz`` (that file

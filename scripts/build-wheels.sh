@@ -9,7 +9,8 @@
 #   scripts/build-wheels.sh x86_64           # any of: x86_64 aarch64 sdist
 #
 # Reproducible: the Rust toolchain is pinned by rust-toolchain.toml, the crates by Cargo.lock
-# (--locked), maturin, zig and auditwheel by requirements-build.txt; file times in the archives
+# (--locked), maturin, zig and auditwheel by requirements-build.txt (`nox -s wheel` runs this
+# script with them); file times in the archives
 # come from SOURCE_DATE_EPOCH (the last commit's time) and source paths are remapped, so the
 # same commit gives byte-identical wheels in any clone.
 source "$(dirname "$0")/env.sh"
@@ -30,8 +31,19 @@ for w in "${wanted[@]}"; do
   esac
 done
 
-ensure_build_tools
-export PATH="$BUILD_TOOLS/bin:$PATH"
+# maturin, zig (the ziglang package, found through the python on PATH) and auditwheel, pinned
+# by requirements-build.txt: `nox -s wheel` (or `install`) runs this script in a venv that has
+# them; run by hand, activate such a venv first.
+for tool in maturin auditwheel; do
+  command -v "$tool" >/dev/null || {
+    echo "build-wheels.sh: $tool is not on PATH: run nox -s wheel, or install requirements-build.txt" >&2
+    exit 2
+  }
+done
+python3 -c 'import ziglang' 2>/dev/null || {
+  echo "build-wheels.sh: the ziglang package is missing (requirements-build.txt)" >&2
+  exit 2
+}
 # The toolchain, components and targets of rust-toolchain.toml (a no-op once installed).
 rustup toolchain install >/dev/null 2>&1 || rustup toolchain install
 export ZIG_GLOBAL_CACHE_DIR="$CACHE/zig"

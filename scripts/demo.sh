@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job: profile a built-in workload, export it with kinetrace and with torch's two
 # exporters on the same result, and print how they compare. Arguments go to `kinetrace demo`
-# (e.g. --iterations 10000).
+# (e.g. --iterations 10000). nox (noxfile.py, session demo) makes the venv with torch and the
+# release wheel.
 source "$(dirname "$0")/env.sh"
-ensure_venv
-build_wheel
+ensure_tools
 cd "$ROOT"
-python -m kinetrace demo "$@"
+"$NOX" -s demo -- "$@"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The release artifacts as users get them (run by scripts/test.sh):
+# The release artifacts as users get them (`nox -s install`, which scripts/test.sh runs, with the
+# build tools of requirements-build.txt on PATH):
 #  1. scripts/build-wheels.sh: both manylinux_2_28 wheels and the sdist, with their checks
 #     (tag, .so architecture, newest glibc symbol <= 2.28, auditwheel);
 #  2. x86_64: a clean venv with no Rust toolchain on PATH, torch installed, then `pip install`
@@ -20,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 
 # --- x86_64 ------------------------------------------------------------------------------
 log "install test: $(basename "$x86_wheel") + $torch_pin in a clean venv, no Rust on PATH"
-ensure_uv
+ensure_tools
 venv="$CACHE/install-test"
 rm -rf "$venv"
 "$UV" venv -q --seed --no-python-downloads --python "$(find_python "${KINETRACE_PYTHON:-3.11}")" "$venv"

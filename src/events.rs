@@ -55,7 +55,19 @@ pub(crate) struct Event<'a> {
     pub(crate) dur: Option<f64>,
     /// (`cat`, `id`) of a flow end, type-tagged.
     pub(crate) flow_key: Option<&'a [u8]>,
+    /// Where the value of each field of [`field_slot`] is in `raw`, as written (a string
+    /// with its quotes): (start, end), empty when the field is missing or an object or an
+    /// array. `merge` rewrites `pid`, `ts` and `id` there.
+    pub(crate) values: ValueSpans,
 }
+
+/// Value extents of an event's fields, indexed as [`field_slot`] numbers them.
+pub(crate) type ValueSpans = [(u32, u32); 8];
+
+/// Slots of [`field_slot`] that readers of [`Event::values`] name.
+pub(crate) const SLOT_PID: usize = 3;
+pub(crate) const SLOT_TS: usize = 5;
+pub(crate) const SLOT_ID: usize = 7;
 
 impl Event<'_> {
     pub(crate) fn pid_text(&self) -> &[u8] {
@@ -73,6 +85,13 @@ impl Event<'_> {
 
     pub(crate) fn is_flow(&self) -> bool {
         self.flow_key.is_some()
+    }
+
+    /// The value of field `slot` as written (a string with its quotes), if it is a string,
+    /// number, boolean or null.
+    pub(crate) fn value_text(&self, slot: usize) -> Option<&[u8]> {
+        let (start, end) = self.values[slot];
+        (end > start).then(|| &self.raw[start as usize..end as usize])
     }
 }
 
@@ -273,7 +292,7 @@ fn fast_event<R: BufRead>(
         return Ok(false);
     };
     let raw = &buf[..len];
-    let Ok(ev) = make_event(raw, texts(raw, &spans), keys) else {
+    let Ok(ev) = make_event(raw, texts(raw, &spans), value_spans(&spans), keys) else {
         return Ok(false);
     };
     let at = inp.offset();
@@ -282,14 +301,29 @@ fn fast_event<R: BufRead>(
     Ok(true)
 }
 
-/// Where the fields of an event are: (kind, start, end) of each slot's text, relative to the
-/// event's first byte.
+/// Where the fields of an event are: (kind, start, end) of each slot's text (a string's
+/// between its quotes; not capped), relative to the event's first byte.
 type FieldSpans = [(Kind, u32, u32); 8];
 
-/// The fields of the event `raw` whose spans are given.
+/// The fields of the event `raw` whose spans are given, each capped at [`STRING_CAP`]
+/// bytes as the lexer caps what it decodes.
 #[inline]
 fn texts<'a>(raw: &'a [u8], spans: &FieldSpans) -> FieldTexts<'a> {
-    spans.map(|(kind, start, end)| (kind, &raw[start as usize..end as usize]))
+    spans.map(|(kind, start, end)| {
+        let (start, end) = (start as usize, end as usize);
+        (kind, &raw[start..end.min(start + STRING_CAP)])
+    })
+}
+
+/// Where the values of the fields whose spans are given are, as written (see
+/// [`Event::values`]): a string's text plus its quotes.
+#[inline]
+fn value_spans(spans: &FieldSpans) -> ValueSpans {
+    spans.map(|(kind, start, end)| match kind {
+        Kind::Str => (start - 1, end + 1),
+        Kind::Num | Kind::Bool | Kind::Null => (start, end),
+        _ => (0, 0),
+    })
 }
 
 /// Scans the event object at the start of `buf`: its length and fields, or `None` when the
@@ -319,14 +353,13 @@ fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
                 if !text.plain {
                     return None;
                 }
-                let end = text.end.min(text.start + STRING_CAP);
-                spans[slot] = (Kind::Str, text.start as u32, end as u32);
+                spans[slot] = (Kind::Str, text.start as u32, text.end as u32);
             }
         } else {
             let kind = s.value(2)?;
             if let Some(slot) = slot {
                 let end = match kind {
-                    Kind::Num | Kind::Bool => s.pos.min(start + STRING_CAP),
+                    Kind::Num | Kind::Bool | Kind::Null => s.pos,
                     _ => start,
                 };
                 spans[slot] = (kind, start as u32, end as u32);
@@ -345,6 +378,7 @@ fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
 fn make_event<'a>(
     raw: &'a [u8],
     fields: FieldTexts<'a>,
+    values: ValueSpans,
     keys: &'a mut Keys,
 ) -> std::result::Result<Event<'a>, &'static str> {
     let [(ph_kind, ph), (cat_kind, cat), (name_kind, name), (pid_kind, pid), (tid_kind, tid), (ts_kind, ts), (dur_kind, dur), (id_kind, id)] =
@@ -388,6 +422,7 @@ fn make_event<'a>(
         ts: number(ts_kind, ts),
         dur: number(dur_kind, dur),
         flow_key: if is_flow { Some(&keys.flow_key) } else { None },
+        values,
     })
 }
 
@@ -410,14 +445,22 @@ fn event<R: BufRead>(
     inp.start_capture();
     inp.pos += 1;
     let mut kinds = [Kind::Missing; 8];
+    let mut values: ValueSpans = [(0, 0); 8];
     let mut b = inp.ws_expect("a key or '}'")?;
     if b != b'}' {
         loop {
             inp.key(b, &mut t.key)?;
             let slot = field_slot(&t.key);
+            let value_start = inp.offset() - start;
             let k = inp.value(3, slot.map(|i| &mut t.fields[i]))?;
             if let Some(i) = slot {
                 kinds[i] = k;
+                values[i] = match (k, u32::try_from(inp.offset() - start)) {
+                    (Kind::Str | Kind::Num | Kind::Bool | Kind::Null, Ok(end)) => {
+                        (value_start as u32, end)
+                    }
+                    _ => (0, 0),
+                };
             }
             match inp.next_item(b'}', "a key", "in an event")? {
                 Some(next) => b = next,
@@ -433,7 +476,7 @@ fn event<R: BufRead>(
         }
     }
     let raw = inp.end_capture()?;
-    match make_event(raw, fields, keys) {
+    match make_event(raw, fields, values, keys) {
         Ok(ev) => v.event(&ev).map_err(|e| visitor_error(inp, start, e)),
         Err(msg) => Err(inp.fail_at(start, msg)),
     }
@@ -843,7 +886,7 @@ impl<'f> Chunked<'f> {
                     for ev in &chunk.events {
                         let (start, len) = (ev.start as usize, ev.len as usize);
                         let raw = &chunk.text[start..start + len];
-                        match make_event(raw, texts(raw, &ev.spans), keys) {
+                        match make_event(raw, texts(raw, &ev.spans), value_spans(&ev.spans), keys) {
                             Ok(e) => {
                                 if let Err(e) = v.event(&e) {
                                     inp.event = Some(index);
@@ -917,9 +960,12 @@ mod tests {
         }
 
         fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+            let values: Vec<_> = (0..8)
+                .map(|i| ev.value_text(i).map(String::from_utf8_lossy))
+                .collect();
             writeln!(
                 self.0,
-                "event {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                "event {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
                 String::from_utf8_lossy(ev.raw),
                 ev.ph,
                 ev.cat,
@@ -928,7 +974,8 @@ mod tests {
                 ev.thread_key,
                 ev.ts,
                 ev.dur,
-                ev.flow_key
+                ev.flow_key,
+                values
             )
             .unwrap();
             Ok(())
@@ -1070,6 +1117,45 @@ mod tests {
             damage.edit(&mut damaged, specials);
             let _ = same_in_parallel(&damaged);
         }
+    }
+
+    /// The value extents point at each field's text as written, whether the fast scanner
+    /// or the lexer read the event.
+    #[test]
+    fn values_are_where_the_fields_are_written() {
+        let text = concat!(
+            "{\"traceEvents\": [\n",
+            "{\"ph\":\"s\", \"pid\" : \"Spans\", \"ts\":1.500e3,\"id\":42,\"tid\":true},\n",
+            "{\"ph\":\"s\", \"pid\" : \"Sp\\\"ans\", \"ts\":1.500e3,\"id\":42,\"tid\":true},\n",
+            "{\"p\\u0068\":\"f\",\"pid\":-7,\"ts\": 12.000 ,\"id\":\"0x1\",\"cat\":null}\n",
+            "]}"
+        );
+        let (log, result) = read(text.as_bytes(), sequential());
+        assert!(result.is_ok(), "{result:?}");
+        let lines: Vec<&str> = log.lines().collect();
+        // Slots: ph cat name pid tid ts dur id. The first event is scanned, the others
+        // are read by the lexer (an escape in a field's value, an escaped key).
+        assert!(
+            lines[1].ends_with(
+                r#"[Some("\"s\""), None, None, Some("\"Sp\\\"ans\""), Some("true"), Some("1.500e3"), None, Some("42")]"#
+            ),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[0].ends_with(
+                r#"[Some("\"s\""), None, None, Some("\"Spans\""), Some("true"), Some("1.500e3"), None, Some("42")]"#
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[2].ends_with(
+                r#"[Some("\"f\""), Some("null"), None, Some("-7"), None, Some("12.000"), None, Some("\"0x1\"")]"#
+            ),
+            "{}",
+            lines[2]
+        );
     }
 
     #[test]

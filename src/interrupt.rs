@@ -13,10 +13,10 @@ use crate::error::Result;
 
 /// The longest a wait runs before the caller may look for an interrupt again: Ctrl-C is
 /// answered within about this long at every stage.
-pub const POLL: Duration = Duration::from_millis(50);
+pub(crate) const POLL: Duration = Duration::from_millis(50);
 
 /// Called between the short waits of a wait; an error (Ctrl-C) abandons the wait.
-pub type Interrupted<'a> = dyn FnMut() -> Result<()> + 'a;
+pub(crate) type Interrupted<'a> = dyn FnMut() -> Result<()> + 'a;
 
 /// An [`Interrupted`] callback that never interrupts (for tests with nobody to ask).
 #[cfg(test)]
@@ -26,7 +26,7 @@ pub(crate) fn never() -> Result<()> {
 
 /// Runs `step` (which waits at most the duration it is given) until it returns a value,
 /// calling `interrupted` between attempts.
-pub fn wait<T>(
+pub(crate) fn wait<T>(
     interrupted: &mut Interrupted,
     mut step: impl FnMut(Duration) -> Result<Option<T>>,
 ) -> Result<T> {
@@ -40,7 +40,7 @@ pub fn wait<T>(
 
 /// Like [`wait`], but gives up at `deadline` (when given) with `None`. `step` is tried at
 /// least once, with a zero duration when the deadline has already passed.
-pub fn wait_until<T>(
+pub(crate) fn wait_until<T>(
     deadline: Option<Instant>,
     interrupted: &mut Interrupted,
     mut step: impl FnMut(Duration) -> Result<Option<T>>,

@@ -32,6 +32,7 @@ mod gzip;
 mod interrupt;
 mod lexer;
 mod members;
+mod merge;
 mod pipeline;
 mod recompress;
 mod render;

@@ -13,9 +13,9 @@
 //! - the metadata (`M`) events of the processes (`pid`) and threads (`pid`, `tid`) that
 //!   some kept event is on, written after the others.
 //!
-//! A flow end *binds* to the last non-flow event read on the same thread whose span
-//! contains the flow's `ts` (torch and Kineto write a flow end right after the activity it
-//! belongs to): it is kept when that event is kept, and goes to that event's part, so a
+//! A flow end *binds* to the non-flow event read just before it, when that event is on the
+//! flow end's thread and its span contains the flow's `ts` (torch and Kineto write a flow
+//! end right after the activity it belongs to): it is kept when that event is kept, and goes to that event's part, so a
 //! flow never leaves its activity behind. An unbound flow end is judged by its own `pid`
 //! and `ts`.
 //!
@@ -57,7 +57,7 @@ pub(crate) const MAX_KEPT_TEXT: usize = 64 << 20;
 pub(crate) const MAX_PARTS: usize = 999;
 
 /// Write buffer of each part during a split.
-const PART_BUFFER: usize = 64 << 10;
+pub(crate) const PART_BUFFER: usize = 64 << 10;
 
 /// Which events a filtered trace keeps. Empty lists and `None` keep everything.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -75,7 +75,7 @@ pub(crate) struct FilterSpec {
 }
 
 impl FilterSpec {
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if let Some(d) = self.min_dur_us {
             if !d.is_finite() || d < 0.0 {
                 return Err(Error::InvalidArgument(format!(
@@ -93,12 +93,12 @@ impl FilterSpec {
         Ok(())
     }
 
-    fn is_everything(&self) -> bool {
+    pub(crate) fn is_everything(&self) -> bool {
         *self == FilterSpec::default()
     }
 
     /// Whether a non-flow, non-metadata event is kept.
-    fn keeps(&self, ev: &Event<'_>) -> bool {
+    pub(crate) fn keeps(&self, ev: &Event<'_>) -> bool {
         if let Some(cat) = ev.cat {
             if !self.include_cats.is_empty() && !self.include_cats.iter().any(|c| c == cat) {
                 return false;
@@ -116,7 +116,7 @@ impl FilterSpec {
     }
 
     /// The `pid` and window tests alone (an event lasting `dur`).
-    fn keeps_place(&self, ev: &Event<'_>, dur: Option<f64>) -> bool {
+    pub(crate) fn keeps_place(&self, ev: &Event<'_>, dur: Option<f64>) -> bool {
         if !self.pids.is_empty() && !self.pids.iter().any(|p| p.as_bytes() == ev.pid_text()) {
             return false;
         }
@@ -147,13 +147,13 @@ struct LastOnThread {
 
 /// Binds flow ends to the event they belong to (see the module docs).
 #[derive(Default)]
-struct Binder {
+pub(crate) struct Binder {
     last: Option<LastOnThread>,
 }
 
 impl Binder {
     /// Notes where a non-flow event went.
-    fn saw(&mut self, ev: &Event<'_>, part: Option<i64>) {
+    pub(crate) fn saw(&mut self, ev: &Event<'_>, part: Option<i64>) {
         let Some(ts) = ev.ts else {
             self.last = None;
             return;
@@ -180,7 +180,7 @@ impl Binder {
 
     /// Where the event a flow end binds to went: `Some(part)` (`None` inside when it was
     /// dropped), or `None` when the flow end binds to nothing.
-    fn bound(&self, ev: &Event<'_>) -> Option<Option<i64>> {
+    pub(crate) fn bound(&self, ev: &Event<'_>) -> Option<Option<i64>> {
         let l = self.last.as_ref()?;
         let ts = ev.ts?;
         (l.thread == ev.thread_key && l.ts <= ts && ts <= l.end).then_some(l.part)
@@ -189,7 +189,7 @@ impl Binder {
 
 /// Flow ends of one output waiting for their other ends.
 #[derive(Default)]
-struct OpenFlows {
+pub(crate) struct OpenFlows {
     map: HashMap<Box<[u8]>, PendingFlow>,
 }
 
@@ -202,7 +202,7 @@ struct PendingFlow {
 
 impl OpenFlows {
     /// Adds a flow end; returns the events of the flow once it is complete.
-    fn add(&mut self, key: &[u8], ph: &[u8], raw: &[u8]) -> Option<Vec<Box<[u8]>>> {
+    pub(crate) fn add(&mut self, key: &[u8], ph: &[u8], raw: &[u8]) -> Option<Vec<Box<[u8]>>> {
         let p = match self.map.get_mut(key) {
             Some(p) => p,
             None => self.map.entry(key.into()).or_default(),
@@ -221,21 +221,21 @@ impl OpenFlows {
     }
 
     /// Flow ends left without their other end.
-    fn left(&self) -> u64 {
+    pub(crate) fn left(&self) -> u64 {
         self.map.values().map(|p| p.events.len() as u64).sum()
     }
 }
 
 /// The processes and threads kept events are on, and the metadata events to choose from.
 #[derive(Default)]
-struct Present {
-    pids: HashSet<Box<[u8]>>,
-    threads: HashSet<Box<[u8]>>,
+pub(crate) struct Present {
+    pub(crate) pids: HashSet<Box<[u8]>>,
+    pub(crate) threads: HashSet<Box<[u8]>>,
     last_thread: Vec<u8>,
 }
 
 impl Present {
-    fn add(&mut self, ev: &Event<'_>) {
+    pub(crate) fn add(&mut self, ev: &Event<'_>) {
         if self.last_thread == ev.thread_key {
             return;
         }
@@ -286,7 +286,7 @@ fn renamed(key: &[u8], trace_name: Option<&str>) -> Option<Vec<u8>> {
 }
 
 /// Adds `n` bytes to a kept-text total, failing past [`MAX_KEPT_TEXT`].
-fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()> {
+pub(crate) fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()> {
     *total += n;
     if *total > MAX_KEPT_TEXT {
         return Err(Error::not_a_trace(
@@ -302,16 +302,16 @@ fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) -> Result<()>
 
 /// An output trace being written: the top-level object, the `traceEvents` array, and its
 /// separators.
-struct TraceWriter<W: Write> {
-    out: W,
-    events: u64,
-    in_events: bool,
+pub(crate) struct TraceWriter<W: Write> {
+    pub(crate) out: W,
+    pub(crate) events: u64,
+    pub(crate) in_events: bool,
     members: u64,
-    bytes: u64,
+    pub(crate) bytes: u64,
 }
 
 impl<W: Write> TraceWriter<W> {
-    fn new(out: W) -> Self {
+    pub(crate) fn new(out: W) -> Self {
         TraceWriter {
             out,
             events: 0,
@@ -321,37 +321,37 @@ impl<W: Write> TraceWriter<W> {
         }
     }
 
-    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.bytes += bytes.len() as u64;
         self.out.write_all(bytes)
     }
 
     /// A top-level member (`"key": value`).
-    fn member(&mut self, raw: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn member(&mut self, raw: &[u8]) -> std::io::Result<()> {
         self.put(if self.members == 0 { b"{\n" } else { b",\n" })?;
         self.members += 1;
         self.put(raw)
     }
 
-    fn open_events(&mut self) -> std::io::Result<()> {
+    pub(crate) fn open_events(&mut self) -> std::io::Result<()> {
         self.member(b"\"traceEvents\": [")?;
         self.in_events = true;
         Ok(())
     }
 
-    fn event(&mut self, raw: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn event(&mut self, raw: &[u8]) -> std::io::Result<()> {
         debug_assert!(self.in_events);
         self.put(if self.events == 0 { b"\n" } else { b",\n" })?;
         self.events += 1;
         self.put(raw)
     }
 
-    fn close_events(&mut self) -> std::io::Result<()> {
+    pub(crate) fn close_events(&mut self) -> std::io::Result<()> {
         self.in_events = false;
         self.put(b"\n]")
     }
 
-    fn end(&mut self) -> std::io::Result<()> {
+    pub(crate) fn end(&mut self) -> std::io::Result<()> {
         if self.members == 0 {
             self.put(b"{")?;
         }
@@ -533,7 +533,7 @@ pub(crate) fn filter(
 }
 
 /// A [`Sink`] as an `io::Write`.
-struct SinkWrite(Sink);
+pub(crate) struct SinkWrite(pub(crate) Sink);
 
 impl Write for SinkWrite {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -548,16 +548,16 @@ impl Write for SinkWrite {
 
 /// Bytes of events over time, in cells of `1 << shift` ns.
 #[derive(Default)]
-struct Histogram {
-    cells: HashMap<i64, u64, BuildHasherDefault<CellHasher>>,
-    shift: u32,
+pub(crate) struct Histogram {
+    pub(crate) cells: HashMap<i64, u64, BuildHasherDefault<CellHasher>>,
+    pub(crate) shift: u32,
 }
 
 /// Hashes a histogram cell (an `i64`) with one multiplication: the keys are not chosen by
 /// anyone who could gain from collisions, and SipHash cost as much as the rest of the
 /// first pass's bookkeeping.
 #[derive(Default)]
-struct CellHasher(u64);
+pub(crate) struct CellHasher(u64);
 
 impl Hasher for CellHasher {
     fn finish(&self) -> u64 {
@@ -579,7 +579,7 @@ impl Hasher for CellHasher {
 }
 
 impl Histogram {
-    fn add(&mut self, ts_ns: i64, bytes: u64) {
+    pub(crate) fn add(&mut self, ts_ns: i64, bytes: u64) {
         *self.cells.entry(ts_ns >> self.shift).or_default() += bytes;
         while self.cells.len() > MAX_CELLS {
             self.shift += 1;
@@ -594,7 +594,7 @@ impl Histogram {
 }
 
 /// An event's time in integer ns (what the windows are cut on).
-fn ts_ns(ts: f64) -> i64 {
+pub(crate) fn ts_ns(ts: f64) -> i64 {
     (ts * 1000.0).round() as i64
 }
 
@@ -706,16 +706,42 @@ struct PartOut {
 }
 
 /// Where the windows are.
-struct Plan {
-    shift: u32,
+pub(crate) struct Plan {
+    pub(crate) shift: u32,
     /// The first cell of each part.
-    firsts: Vec<i64>,
+    pub(crate) firsts: Vec<i64>,
     /// One past the last cell of the last part.
-    end_cell: i64,
+    pub(crate) end_cell: i64,
 }
 
 impl Plan {
-    fn part_of(&self, ts: Option<f64>) -> usize {
+    /// Cuts the histogram's cells (emptied) into windows of at most `budget` bytes each
+    /// (more only where one cell holds more); `untimed` bytes go to the first.
+    pub(crate) fn cut(histogram: &mut Histogram, untimed: u64, budget: u64) -> Plan {
+        let mut cells: Vec<(i64, u64)> = histogram.cells.drain().collect();
+        cells.sort_unstable();
+        let mut firsts = Vec::new();
+        let mut acc = untimed;
+        for (i, &(cell, bytes)) in cells.iter().enumerate() {
+            if i == 0 {
+                firsts.push(cell);
+            } else if acc > 0 && acc + bytes > budget {
+                firsts.push(cell);
+                acc = 0;
+            }
+            acc += bytes;
+        }
+        if firsts.is_empty() {
+            firsts.push(0);
+        }
+        Plan {
+            shift: histogram.shift,
+            end_cell: cells.last().map_or(1, |c| c.0 + 1),
+            firsts,
+        }
+    }
+
+    pub(crate) fn part_of(&self, ts: Option<f64>) -> usize {
         match ts {
             None => 0,
             Some(ts) => {
@@ -727,7 +753,7 @@ impl Plan {
         }
     }
 
-    fn window_us(&self, part: usize) -> (f64, f64) {
+    pub(crate) fn window_us(&self, part: usize) -> (f64, f64) {
         let start = self.firsts[part];
         let end = self.firsts.get(part + 1).copied().unwrap_or(self.end_cell);
         let us = |cell: i64| ((cell as i128) << self.shift) as f64 / 1000.0;
@@ -772,9 +798,9 @@ fn part_error(out: &PartOut, e: std::io::Error) -> Error {
 
 /// Files of a split not yet in place: removed on drop unless committed.
 #[derive(Default)]
-struct Temps {
-    paths: Vec<PathBuf>,
-    committed: bool,
+pub(crate) struct Temps {
+    pub(crate) paths: Vec<PathBuf>,
+    pub(crate) committed: bool,
 }
 
 impl Drop for Temps {
@@ -788,7 +814,7 @@ impl Drop for Temps {
 }
 
 /// `name` without a trace suffix (`.json.gz`, `.json`, `.gz`).
-fn stem(name: &str) -> &str {
+pub(crate) fn stem(name: &str) -> &str {
     for suffix in [".json.gz", ".json", ".gz"] {
         if let Some(s) = name.strip_suffix(suffix) {
             if !s.is_empty() {
@@ -896,26 +922,8 @@ pub(crate) fn split(
         )));
     }
     let budget = options.max_bytes - overhead;
-    let mut cells: Vec<(i64, u64)> = survey.histogram.cells.drain().collect();
-    cells.sort_unstable();
-    let mut firsts = Vec::new();
-    let mut sizes = Vec::new();
-    let mut acc = survey.untimed_bytes;
-    for (i, &(cell, bytes)) in cells.iter().enumerate() {
-        if i == 0 {
-            firsts.push(cell);
-        } else if acc > 0 && acc + bytes > budget {
-            firsts.push(cell);
-            sizes.push(acc);
-            acc = 0;
-        }
-        acc += bytes;
-    }
-    sizes.push(acc);
-    if firsts.is_empty() {
-        firsts.push(0);
-    }
-    if firsts.len() > MAX_PARTS {
+    let plan = Plan::cut(&mut survey.histogram, survey.untimed_bytes, budget);
+    if plan.firsts.len() > MAX_PARTS {
         return Err(Error::InvalidArgument(format!(
             "{}: {} MB of JSON in parts of at most {:.3} MB makes more than {MAX_PARTS} parts: \
              choose a larger size",
@@ -924,11 +932,6 @@ pub(crate) fn split(
             options.max_bytes as f64 / 1e6,
         )));
     }
-    let plan = Plan {
-        shift: survey.histogram.shift,
-        end_cell: cells.last().map_or(1, |c| c.0 + 1),
-        firsts,
-    };
     let count = plan.firsts.len();
 
     // Pass 2: every event into its part's temporary file.
@@ -1020,14 +1023,30 @@ pub(crate) fn split(
         plain_temps.push(out.temp);
     }
 
-    // Gzip: each part through the parallel encoder, into a second temporary file.
+    finish_parts(&plain_temps, &finals, gzip, &mut temps, &mut || {
+        progress(json_bytes_read)
+    })?;
+    Ok(stats)
+}
+
+/// Puts parts written as plain temporary files (`plain`) in place at `finals`, all or none:
+/// for gzip, each is first compressed with the parallel encoder into a second temporary
+/// file (`progress` is called after each); then all are renamed, and `temps` committed.
+pub(crate) fn finish_parts(
+    plain: &[PathBuf],
+    finals: &[PathBuf],
+    gzip: Option<(u32, usize)>,
+    temps: &mut Temps,
+    progress: &mut dyn FnMut() -> Result<()>,
+) -> Result<()> {
     let ready: Vec<PathBuf> = match gzip {
-        None => plain_temps,
+        None => plain.to_vec(),
         Some((level, threads)) => {
-            let mut ready = Vec::with_capacity(count);
-            for (plain, fin) in plain_temps.iter().zip(&finals) {
+            let mut ready = Vec::with_capacity(plain.len());
+            for (plain, fin) in plain.iter().zip(finals) {
                 // An empty temporary the encoder's own temporary replaces when complete.
-                let (_, gz) = crate::temps::create(&dir, fin.file_name().expect("a file name"))
+                let dir = fin.parent().unwrap_or(Path::new("."));
+                let (_, gz) = crate::temps::create(dir, fin.file_name().expect("a file name"))
                     .map_err(|e| {
                         Error::io(
                             format!("cannot create a temporary file for {}", fin.display()),
@@ -1049,13 +1068,13 @@ pub(crate) fn split(
                 }
                 sink.finish()?;
                 let _ = fs::remove_file(plain);
-                progress(json_bytes_read)?;
+                progress()?;
                 ready.push(gz);
             }
             ready
         }
     };
-    for (i, (from, to)) in ready.iter().zip(&finals).enumerate() {
+    for (i, (from, to)) in ready.iter().zip(finals).enumerate() {
         if let Err(e) = fs::rename(from, to) {
             // All or nothing: take back the parts already moved.
             for done in &finals[..i] {
@@ -1065,7 +1084,7 @@ pub(crate) fn split(
         }
     }
     temps.committed = true;
-    Ok(stats)
+    Ok(())
 }
 
 #[cfg(test)]

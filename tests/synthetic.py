@@ -1,6 +1,7 @@
 """Export a synthetic trace and report its time and peak memory (a test and benchmark worker).
 
     python tests/synthetic.py export N PATH [--seed S] [--gpu] [--base-time-ns B] ...
+    python tests/synthetic.py export N PATH --rank R --world-size W ...   # one rank's trace
 
 exports ``support.synthetic.SyntheticResult(N)`` to each PATH in turn and prints one JSON line
 per export: the export's stats plus the peak resident-memory growth during the export
@@ -17,7 +18,7 @@ import sys
 from typing import Any
 
 from support.measure import export_measured
-from support.synthetic import ListResult, SyntheticResult
+from support.synthetic import ListResult, SyntheticResult, distributed_info
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -33,6 +34,13 @@ def _main(argv: list[str] | None = None) -> int:
     exp.add_argument("--payload", type=int, default=0)
     exp.add_argument("--pid", type=int, default=None, help="the activities' process id")
     exp.add_argument("--base-time-ns", type=int, default=None)
+    exp.add_argument(
+        "--rank",
+        type=int,
+        default=None,
+        help="write distributedInfo for this rank (a rank's trace)",
+    )
+    exp.add_argument("--world-size", type=int, default=None, help="with --rank (default rank + 1)")
     exp.add_argument("--compresslevel", type=int, default=None)
     exp.add_argument("--threads", type=int, default=None)
     exp.add_argument("--workers", type=int, default=None)
@@ -51,6 +59,8 @@ def _main(argv: list[str] | None = None) -> int:
     for key in ("base_time_ns", "compresslevel", "threads", "workers"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
+    if args.rank is not None:
+        kwargs["metadata"] = distributed_info(args.rank, args.world_size or args.rank + 1)
     result = SyntheticResult(
         args.n,
         seed=args.seed,

@@ -16,8 +16,10 @@ import torch
 from torch.profiler._chrome_trace_export import export_chrome_trace as torch_python_export
 
 import kinetrace
+from support import catapult
 from support.fakes import FakeResult
 from support.scenarios import chain, launch_set, memcpy_memset_set
+from support.synthetic import SyntheticResult, distributed_info
 
 # HTA 0.5.0 and torch-tb-profiler call pandas methods with inplace= and copy=, which
 # pandas 3 deprecates (Pandas4Warning, named by its base class so the filter does not need
@@ -123,3 +125,24 @@ def test_gpu_shaped_trace_loads_in_tensorboard_plugin(tmp_path):
     path = _gpu_trace(tmp_path)
     data = _tb_profile(path, tmp_path)
     assert data.has_kernel
+
+
+@pytest.mark.skipif(catapult.missing() is not None, reason=str(catapult.missing()))
+def test_merged_ranks_load_in_catapult(tmp_path):
+    """Catapult (chrome://tracing's viewer) in headless Chromium: a merge of three ranks with
+    colliding pids and flow ids has, per process, the events each source had."""
+    sources = []
+    for rank in range(3):
+        path = tmp_path / f"rank{rank}.json"
+        kinetrace.export_chrome_trace(
+            SyntheticResult(800, seed=rank % 2, gpu=True),
+            path,
+            base_time_ns=1_790_857_026_000_000_000 + rank * 1000,
+            metadata=distributed_info(rank, 3),
+        )
+        sources.append(path)
+    merged = tmp_path / "merged.json"
+    kinetrace.merge_traces(sources, merged)
+    model = catapult.assert_merge_loads(merged, sources, tmp_path)
+    assert len(model["processes"]) == 3 * 5  # CPU, GPU 0, Spans, Traces, "" per rank
+    assert model["flows"] > 0

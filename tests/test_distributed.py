@@ -26,7 +26,10 @@ import torch.multiprocessing as mp
 from torch.profiler import ProfilerActivity
 from torch.profiler._chrome_trace_export import export_chrome_trace as torch_python_export
 
+import kinetrace
 from kinetrace import _profiler
+from support import catapult
+from support.merged import check_merge
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed missing")
 
@@ -199,3 +202,39 @@ def test_tensorboard_plugin_parses_the_ranks(gloo_traces: Path, tmp_path: Path) 
         assert "operator" in {view.name for view in profile.views}
         comm = data_module.DistributedRunProfileData(data).comm_node_list
         assert len(comm) == RECORDED_STEPS
+
+
+def test_merged_gloo_ranks(gloo_traces: Path, tmp_path: Path) -> None:
+    """The handler's log dir merged: both ranks on one clock, each event once (mapped),
+    processes rank by rank, accepted by check and loaded by Catapult process by process."""
+    merged = tmp_path / "merged.json"
+    result = kinetrace.merge_traces([gloo_traces], merged)
+    sources = sorted(gloo_traces.iterdir())
+    assert [(r.rank, r.rank_from) for r in result.ranks] == [
+        (0, "distributedInfo"),
+        (1, "distributedInfo"),
+    ]
+    check_merge(merged, sources)
+    report = kinetrace.check_trace(merged)
+    assert report.valid, report.errors
+    names = [p.name for r in result.ranks for p in r.processes]
+    print("merged gloo processes, in order:", names)
+    for rank in (0, 1):
+        ours = [n for n in names if n.startswith(f"rank {rank} · ")]
+        assert ours[0].startswith(f"rank {rank} · pid "), ours
+    assert [n.split(" · ")[0] for n in names] == sorted(n.split(" · ")[0] for n in names)
+    trace = json.loads(merged.read_text())
+    steps = [e for e in trace["traceEvents"] if e["name"] == "ProfilerStep#1"]
+    assert len({e["pid"] for e in steps}) == 2
+    if catapult.missing() is None:
+        catapult.assert_merge_loads(merged, sources, tmp_path)
+    # Aligned on their first common step: both ranks' ProfilerStep#1 start together.
+    aligned = kinetrace.merge_traces([gloo_traces], tmp_path / "aligned.json", align="step")
+    assert aligned.aligned_step == 1
+    check_merge(tmp_path / "aligned.json", sources)
+    starts = {
+        e["ts"]
+        for e in json.loads((tmp_path / "aligned.json").read_text())["traceEvents"]
+        if e["name"] == "ProfilerStep#1" and e.get("cat") == "user_annotation"
+    }
+    assert len(starts) == 1, starts

@@ -20,6 +20,7 @@ from kinetrace._export import (
 from kinetrace._fallback import FallbackWarning
 from kinetrace._gzip import GzipWriter
 from kinetrace._kinetrace import __version__
+from kinetrace._merge import MergedProcess, MergedRank, MergeResult, MergeWarning, merge_traces
 from kinetrace._split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
 from kinetrace._tools import CheckReport, CompressResult, check_trace, compress_trace
 from kinetrace._workers import WorkerError
@@ -70,6 +71,10 @@ __all__ = [
     "FilterResult",
     "GzipWriter",
     "Keep",
+    "MergeResult",
+    "MergeWarning",
+    "MergedProcess",
+    "MergedRank",
     "Part",
     "ProfilerAction",
     "SplitResult",
@@ -83,6 +88,7 @@ __all__ = [
     "install",
     "installed",
     "installed_context",
+    "merge_traces",
     "profile",
     "schedule",
     "split_trace",

@@ -136,7 +136,8 @@ def export_chrome_trace(
 
     On torch < 2.13 (no ``trace_activities()``) the file is Kineto's own output
     (``result.save``), made strict JSON and streamed into ``path`` (gzip for ``.gz``)
-    without a full-size temporary file; a ``FallbackWarning`` (once per process) says so,
+    without a full-size temporary file; a ``FallbackWarning`` says so (each distinct
+    message once per process),
     ``metadata`` is added as top-level keys, ``base_time_ns``, ``workers`` and ``progress``
     do not apply, and ``background=True`` runs synchronously (see ``kinetrace._fallback``).
 

@@ -19,6 +19,7 @@ __all__ = [
     "check_trace",
     "create_temporary",
     "filter_trace",
+    "merge_traces",
     "recompress",
     "remove_temporaries",
     "split_trace",
@@ -55,6 +56,36 @@ class _FilterStats(TypedDict):
     json_bytes_read: int
     json_bytes_written: int
 
+class _MergedProcessStats(TypedDict):
+    source_pid: str
+    pid: int
+    name: str
+    sort_index: int
+
+class _MergedRankStats(TypedDict):
+    source: str
+    label: str
+    rank: int | None
+    rank_from: str
+    base_time_ns: int | None
+    offset_ns: int
+    align_offset_ns: int
+    events_read: int
+    events_written: int
+    json_bytes_read: int
+    processes: list[_MergedProcessStats]
+
+class _MergeStats(TypedDict):
+    base_time_ns: int | None
+    aligned_step: int | None
+    events_read: int
+    events_written: int
+    flow_events_cut: int
+    json_bytes_read: int
+    json_bytes_written: int
+    oversized_parts: int
+    warnings: list[str]
+
 def trimonth_base_ns(earliest_ns: int) -> int: ...
 def check_trace(path: str | PathLike[str], max_errors: int = 50) -> dict[str, Any]: ...
 def create_temporary(directory: str | PathLike[str], name: str) -> Path: ...
@@ -83,6 +114,20 @@ def filter_trace(
     gzip: tuple[int, int] | None,
     trace_name: str | None = None,
 ) -> _FilterStats: ...
+def merge_traces(
+    sources: list[str],
+    dst: str | PathLike[str],
+    labels: list[str | None],
+    align_step: bool,
+    include_cats: list[str],
+    exclude_cats: list[str],
+    min_dur_us: float | None,
+    window_us: tuple[float, float] | None,
+    pids: list[str],
+    max_bytes: int | None,
+    gzip: tuple[int, int] | None,
+    threads: int,
+) -> tuple[list[_PartStats], list[_MergedRankStats], _MergeStats]: ...
 
 @final
 class _Exporter:

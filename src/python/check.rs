@@ -105,7 +105,7 @@ fn recompress(
     Ok((stats.json_bytes, stats.file_bytes))
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_trace, m)?)?;
     m.add_function(wrap_pyfunction!(recompress, m)?)?;
     m.add_function(wrap_pyfunction!(split_trace, m)?)?;

@@ -22,7 +22,7 @@ pyo3::import_exception!(kinetrace._errors, TraceFormatError);
 /// A Python exception raised inside a callback (a Python file object's `write`) travels
 /// through `io::Error` in this wrapper, so it comes back out unchanged.
 #[derive(Debug)]
-pub struct PyErrInIo(pub PyErr);
+pub(crate) struct PyErrInIo(pub(crate) PyErr);
 
 impl std::fmt::Display for PyErrInIo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -41,7 +41,7 @@ fn strerror(err: &io::Error) -> String {
     }
 }
 
-pub fn io_to_pyerr(context: &str, source: io::Error) -> PyErr {
+pub(crate) fn io_to_pyerr(context: &str, source: io::Error) -> PyErr {
     if source
         .get_ref()
         .is_some_and(|inner| inner.downcast_ref::<PyErrInIo>().is_some())

@@ -32,7 +32,7 @@ type Counts = (u64, u64, u64);
 /// `{` (a value that is not valid JSON is repaired or written as a string, as the main
 /// exporter does).
 #[pyclass(module = "kinetrace._kinetrace", name = "_FallbackStream")]
-pub struct PyFallbackStream {
+pub(crate) struct PyFallbackStream {
     stream: Mutex<Option<Stream>>,
 }
 
@@ -190,6 +190,6 @@ impl PyFallbackStream {
     }
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyFallbackStream>()
 }

@@ -67,7 +67,7 @@ enum Target {
 type Counts = (u64, u64);
 
 #[pyclass(module = "kinetrace._kinetrace", name = "_GzipEncoder")]
-pub struct PyGzipEncoder {
+pub(crate) struct PyGzipEncoder {
     target: Mutex<Option<Target>>,
     label: String,
 }
@@ -239,6 +239,6 @@ fn into_io(e: Error) -> io::Error {
     e.into_io()
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGzipEncoder>()
 }

@@ -44,6 +44,6 @@ where
     }
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("POLL_INTERVAL_MS", POLL.as_millis() as u64)
 }

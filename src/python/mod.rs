@@ -6,6 +6,7 @@ mod errors;
 mod fallback;
 mod gzip_writer;
 mod interrupt;
+mod merge;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -553,6 +554,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fallback::register(m)?;
     interrupt::register(m)?;
     check::register(m)?;
+    merge::register(m)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;
     #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;

@@ -1,6 +1,6 @@
 """Every public entry point on the installed torch, whichever it is (2.11 to 2.15).
 
-``scripts/test-compat.sh`` runs this file in one venv per torch x Python combination CI
+``nox -s compat`` runs this file in one venv per torch x Python combination CI
 tests; the main suite runs it on its own torch too. Where the torch has
 ``_ProfilerResult.trace_activities()`` (2.13+) kinetrace's file must equal torch's Python
 exporter byte for byte; where it does not (2.11, 2.12) the file is Kineto's format, written

@@ -19,6 +19,7 @@ reports its time and peak memory (``support.measure``).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import string
@@ -32,6 +33,7 @@ __all__ = [
     "SyntheticActivity",
     "SyntheticResult",
     "SyntheticSequence",
+    "distributed_info",
 ]
 
 _MASK64 = (1 << 64) - 1
@@ -400,3 +402,10 @@ class SyntheticResult:
 
     def __len__(self) -> int:
         return self._config.n
+
+
+def distributed_info(rank: int, world_size: int) -> dict[str, str]:
+    """The top-level key torch writes for one rank of a distributed run, as the
+    ``metadata=`` of an export (so a synthetic trace is that rank's)."""
+    info = {"backend": "nccl", "rank": rank, "world_size": world_size}
+    return {"distributedInfo": json.dumps(info)}

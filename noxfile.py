@@ -1,0 +1,268 @@
+"""The contributor's loop and CI's sessions, with nox's uv backend (see CONTRIBUTING.md).
+
+    nox -s tests -- tests/test_split.py    # the 2-minute loop: fast local build, one file
+    nox -s lint rust                       # ruff, cargo fmt/clippy; the Rust core's tests
+    nox -s suite                           # the release wheel users install, and the whole suite
+    nox -s "compat(torch='2.12.1', python='3.11')"   # one row of the supported table
+    nox -l                                 # every session
+
+``./scripts/test.sh`` (what CI runs) runs every session. Venvs live outside the clone, in
+``$KINETRACE_CACHE/nox`` (default ``~/.cache/kinetrace/nox``), and are reused by later runs and
+other clones; uv installs from one cache (``$KINETRACE_CACHE/uv``) by hard links, so the ~3 GB
+of NVIDIA libraries each torch version pulls is stored once however many venvs use it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("KINETRACE_CACHE", "~/.cache/kinetrace")).expanduser()
+
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "uv"
+nox.options.envdir = str(CACHE / "nox")
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = True
+#: What a bare ``nox`` runs: the quick checks of the inner loop.
+nox.options.sessions = ["lint", "rust", "tests"]
+
+os.environ.setdefault("UV_CACHE_DIR", str(CACHE / "uv"))
+os.environ.setdefault("UV_LINK_MODE", "hardlink")
+os.environ["UV_PYTHON_DOWNLOADS"] = "never"  # the machine's own interpreters only
+
+
+def _interpreters_first() -> None:
+    """pyenv's shims answer ``python3.X`` for every installed version but fail for all but the
+    selected one, and uv looks interpreters up on PATH: put each installed version's own bin
+    folder first so uv finds every one of them."""
+    root = Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser()
+    found = sorted(glob.glob(str(root / "versions" / "3.*" / "bin")))
+    if found:
+        os.environ["PATH"] = os.pathsep.join([*found, os.environ.get("PATH", "")])
+
+
+_interpreters_first()
+
+#: The interpreter of the main suite, and the torch of requirements-dev.txt.
+MAIN_PYTHON = "3.11"
+
+#: The rows of docs/supported.md CI tests besides the main suite (torch 2.15.0 on 3.11):
+#: (torch, Python). torch 2.15 has no wheel for Python 3.10, so 3.10 is tested with 2.14.
+COMPAT = [
+    ("2.11.0", "3.11"),
+    ("2.12.1", "3.11"),
+    ("2.13.0", "3.11"),
+    ("2.14.1", "3.11"),
+    ("2.14.1", "3.10"),
+    ("2.15.0", "3.13"),
+]
+
+DEV = ("-r", "requirements-dev.txt", "-r", "requirements-consumers-deps.txt")
+BUILD = ("-r", "requirements-build.txt")
+
+
+#: Debian packages the Catapult tests load traces with (tests/support/catapult.py):
+#: headless Chromium and the Web Components v0 polyfill its trace viewer's Polymer code needs.
+BROWSER_PACKAGES = ("chromium-headless-shell", "libjs-webcomponentsjs-custom-element-v0")
+_POLYFILL = Path("/usr/lib/javascript/webcomponentsjs-custom-element-v0/CustomElements.js")
+
+
+def _install_dev(session: nox.Session) -> None:
+    """torch and the test tools; the trace consumers with --no-deps (their own pins would
+    move torch); the browser of the Catapult tests."""
+    session.install(*DEV)
+    session.install("--no-deps", "-r", "requirements-consumers.txt")
+    _ensure_browser(session)
+
+
+def _ensure_browser(session: nox.Session) -> None:
+    """Installs :data:`BROWSER_PACKAGES` when missing, where it may (root, as CI runs);
+    elsewhere the Catapult tests skip and name what to install."""
+    if shutil.which("chromium-headless-shell") and _POLYFILL.is_file():
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        session.log(f"no browser for the Catapult tests (they skip): {' '.join(BROWSER_PACKAGES)}")
+        return
+    session.run("apt-get", "update", "-qq", external=True)
+    session.run(
+        "apt-get",
+        "install",
+        "-y",
+        "-qq",
+        *BROWSER_PACKAGES,
+        external=True,
+        env={"DEBIAN_FRONTEND": "noninteractive"},
+    )
+
+
+def _suite_wheel() -> Path:
+    """The x86_64/aarch64 manylinux_2_28 wheel ``scripts/build-wheels.sh`` left in dist/ for
+    this machine."""
+    machine = os.uname().machine
+    wheels = sorted(ROOT.glob(f"dist/kinetrace-*-manylinux_2_28_{machine}.whl"))
+    if not wheels:
+        raise RuntimeError(f"no manylinux_2_28_{machine} wheel in dist/: run nox -s wheel")
+    return wheels[-1]
+
+
+def _install_suite_wheel(session: nox.Session) -> None:
+    session.install("--reinstall", "--no-deps", str(_suite_wheel()))
+
+
+def _pytest(session: nox.Session, *args: str, **kwargs: object) -> None:
+    """pytest, where collecting no test at all (exit status 5) is a failure too."""
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, **kwargs)
+
+
+# --------------------------------------------------------------------------------------
+# the inner loop
+# --------------------------------------------------------------------------------------
+
+
+@nox.session(python=MAIN_PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff (lint and format) over python/tests/benches, cargo fmt and clippy."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", "python", "tests", "benches", "noxfile.py")
+    session.run("ruff", "format", "--check", "python", "tests", "benches", "noxfile.py")
+    session.run("cargo", "fmt", "--all", "--", "--check", external=True)
+    session.run(
+        "cargo",
+        "clippy",
+        "--all-targets",
+        "--all-features",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+        external=True,
+    )
+
+
+@nox.session(python=False)
+def rust(session: nox.Session) -> None:
+    """The Rust core's tests, without Python: ``cargo test`` in the fast profile, or with the
+    arguments given (CI: ``-- --release``, where the >4 GiB gzip test runs in seconds)."""
+    args = session.posargs or ["--profile", "fast"]
+    session.run("cargo", "test", "--quiet", *args, external=True)
+
+
+@nox.session(python=MAIN_PYTHON, venv_params=["--seed"])  # maturin develop installs with pip
+def tests(session: nox.Session) -> None:
+    """The suite against a fast local build (``maturin develop --profile fast``: optimised,
+    no whole-program LTO, incremental), with the type checks: the contributor's loop. Give
+    test files or pytest options after ``--``; without them, the whole suite."""
+    _install_dev(session)
+    session.run("maturin", "develop", "--quiet", "--profile", "fast")
+    session.run("python", "-m", "mypy")
+    session.run("python", "-m", "mypy.stubtest", "kinetrace._kinetrace")
+    _pytest(session, *session.posargs)
+
+
+# --------------------------------------------------------------------------------------
+# what users install
+# --------------------------------------------------------------------------------------
+
+
+@nox.session(python=MAIN_PYTHON)
+def wheel(session: nox.Session) -> None:
+    """The release wheel for this machine (abi3, manylinux_2_28, checked), into dist/."""
+    session.install(*BUILD)
+    session.run("scripts/build-wheels.sh", os.uname().machine, external=True)
+
+
+@nox.session(python=MAIN_PYTHON, requires=["wheel"])
+def suite(session: nox.Session) -> None:
+    """CI's main suite: the release wheel installed, mypy (strict), the stub check, every test
+    (pytest arguments after ``--``), and the panic tests against a build with the test-hooks
+    feature (never released)."""
+    _install_dev(session)
+    _install_suite_wheel(session)
+    session.run("python", "-m", "mypy")
+    session.run("python", "-m", "mypy.stubtest", "kinetrace._kinetrace")
+    # Here the Catapult tests fail instead of skipping when the browser is missing.
+    _pytest(session, *session.posargs, env={"KINETRACE_REQUIRE_CATAPULT": "1"})
+    # The panic hooks: the extension once more with the cargo feature test-hooks, unpacked
+    # and put first on the path for tests/test_panics.py alone; KINETRACE_REQUIRE_TEST_HOOKS
+    # makes a build without them fail the file instead of skipping it.
+    hooks = Path(session.create_tmp()) / "test-hooks"
+    session.run(
+        "maturin",
+        "build",
+        "--quiet",
+        "--profile",
+        "fast",
+        "--features",
+        "test-hooks",
+        "--out",
+        str(hooks / "wheel"),
+    )
+    (built,) = (hooks / "wheel").glob("kinetrace-*.whl")
+    session.run("python", "-m", "zipfile", "-e", str(built), str(hooks / "site"))
+    _pytest(
+        session,
+        "tests/test_panics.py",
+        env={"PYTHONPATH": str(hooks / "site"), "KINETRACE_REQUIRE_TEST_HOOKS": "1"},
+    )
+
+
+@nox.session(python=MAIN_PYTHON)
+def install(session: nox.Session) -> None:
+    """Both manylinux wheels and the sdist, built and checked, then installed as users do:
+    a clean venv without Rust (x86_64) and qemu-user in an arm64 root filesystem (aarch64)."""
+    session.install(*BUILD)
+    session.run("scripts/test-install.sh", external=True)
+
+
+@nox.session(python=MAIN_PYTHON)
+def workflows(session: nox.Session) -> None:
+    """.github/workflows against GitHub's schema and zizmor's audits, offline."""
+    session.install("check-jsonschema==0.39.0", "zizmor==1.32.0")
+    workflows = sorted(glob.glob(str(ROOT / ".github" / "workflows" / "*.yml")))
+    session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
+    session.run(
+        "zizmor", "--offline", "--min-severity", "medium", "--no-progress", ".github/workflows/"
+    )
+
+
+@nox.session(requires=["wheel"])
+@nox.parametrize(("torch", "python"), COMPAT)
+def compat(session: nox.Session, torch: str) -> None:
+    """One row of the supported table: the release wheel on that torch and Python, every
+    entry point (tests/compat), then the timings against torch's own export."""
+    session.install(f"torch=={torch}", "-r", "requirements-compat.txt")
+    _install_suite_wheel(session)
+    _pytest(session, "tests/compat")
+    iterations = os.environ.get("KINETRACE_COMPAT_ITERATIONS", "10000")
+    session.run("python", "benches/compat_timing.py", "--iterations", iterations)
+
+
+# --------------------------------------------------------------------------------------
+# figures
+# --------------------------------------------------------------------------------------
+
+
+@nox.session(python=MAIN_PYTHON, requires=["wheel"])
+def bench(session: nox.Session) -> None:
+    """The short benchmarks CI prints (ratios against the last full run, never failing)."""
+    _install_dev(session)
+    _install_suite_wheel(session)
+    session.run(
+        "python", "benches/bench_export.py", "--iterations", "5000", "--repeat", "1", "--compare"
+    )
+    session.run("python", "benches/bench_training.py", "--quick")
+
+
+@nox.session(python=MAIN_PYTHON, requires=["wheel"], default=False)
+def demo(session: nox.Session) -> None:
+    """The main job: a built-in workload profiled, exported by kinetrace and by torch's two
+    exporters, and the comparison printed (arguments after ``--`` go to ``kinetrace demo``)."""
+    _install_dev(session)
+    _install_suite_wheel(session)
+    session.run("python", "-m", "kinetrace", "demo", *session.posargs)
