@@ -501,6 +501,7 @@ impl<'a, R: BufRead> Input<'a, R> {
         for &w in word {
             match self.peek()? {
                 Some(b) if b == w => self.pos += 1,
+                None => return Err(self.fail("unexpected end of file in a literal")),
                 _ => {
                     let word = std::str::from_utf8(word).expect("ASCII");
                     return Err(self.fail_at(at, format!("invalid literal (expected {word})")));

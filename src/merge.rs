@@ -1337,6 +1337,8 @@ impl Visitor for Rewriting<'_, '_> {
             dur: ev.dur,
             flow_key: ev.flow_key,
             values: ev.values,
+            offset: ev.offset,
+            index: ev.index,
         };
         if !self.ctx.cutting {
             let ts = self.rewrite(ev)?;

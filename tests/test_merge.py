@@ -24,9 +24,9 @@ import kinetrace
 from support.aftermath import subprocess_env
 from support.interrupts import Sigint, assert_prompt
 from support.merged import check_merge
+from support.real import REAL_TRACES
 from support.synthetic import SyntheticResult, distributed_info
 
-SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 BASE = 1_790_857_026_000_000_000
 
 
@@ -256,11 +256,10 @@ def test_filter_and_parts_during_the_merge(tmp_path: Path) -> None:
     assert not (tmp_path / "none.json").exists()
 
 
-@pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/traces is not here")
 def test_real_kineto_traces(tmp_path: Path) -> None:
     """Traces recorded on CUDA, ROCm and MTIA machines (pretty-printed, ns resolution,
     string pids, bases after the events or none): each event once, mapped."""
-    sources = sorted(SHARED_TRACES.glob("*.json.gz"))
+    sources = list(REAL_TRACES)
     dst = tmp_path / "all.json"
     with pytest.warns(kinetrace.MergeWarning, match="do not all overlap"):
         result = kinetrace.merge_traces(sources, dst, labels=[str(i) for i in range(len(sources))])
@@ -268,8 +267,9 @@ def test_real_kineto_traces(tmp_path: Path) -> None:
     check_merge(dst, sources)
     # check finds in the merge what it finds in the sources (their unpaired flow ends).
     report = kinetrace.check_trace(dst)
-    assert report.json_valid
-    assert report.error_count == sum(kinetrace.check_trace(p).error_count for p in sources)
+    assert report.valid and report.complete
+    unpaired = report.info.flows_unpaired
+    assert unpaired == sum(kinetrace.check_trace(p).info.flows_unpaired for p in sources)
     # Two of them alone: one base, the later shifted by the difference.
     pair = [p for p in sources if "triton" in p.name or "amd_trace" in p.name]
     with pytest.warns(kinetrace.MergeWarning):  # recorded years apart

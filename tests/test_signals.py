@@ -1,8 +1,8 @@
 """Real processes get terminated and killed: what is left afterwards.
 
-- The command-line tools (``compress``, ``split``, ``filter``) stop on SIGTERM and SIGHUP as
-  on Ctrl-C, at any point of their work: exit status 128 + the signal, every file they
-  created removed, an existing destination untouched.
+- The command-line tools (``compress``, ``split``, ``filter``, ``merge``) stop on SIGTERM
+  and SIGHUP as on Ctrl-C, at any point of their work: exit status 128 + the signal, every
+  file they created removed, an existing destination untouched.
 - SIGKILL (and SIGTERM to a program that exports without a handler of its own) leaves the
   temporary file of the process that died; the next export or tool run in that directory
   removes it, and nothing else (another live process's temporary, a look-alike name, a file
@@ -136,6 +136,7 @@ def _commands(source: Path, source_gz: Path, out: Path) -> dict[str, list[str]]:
             "split", source_gz, "--max-mb", "20", "--out-dir", out, "-l", "9", "-j", "1"
         ),
         "filter": _kinetrace("filter", source, out / "f.json", "--min-dur-us", "1"),
+        "merge": _kinetrace("merge", source, source_gz, "-o", out / "m.json"),
     }
 
 
@@ -151,6 +152,7 @@ POINTS: dict[str, list[Point]] = {
         ("encoding", lambda d, p: len(_temps(d, p)) > 6),
     ],
     "filter": [AT_START, FIRST_TEMP, MIDWAY],
+    "merge": [FIRST_TEMP, MIDWAY],
 }
 CASES = [(command, point) for command, points in POINTS.items() for point in points]
 
@@ -248,7 +250,7 @@ def _plant_others(directory: Path) -> dict[str, bytes]:
     return others
 
 
-@pytest.mark.parametrize("command", ["compress", "split", "split-gz", "filter"])
+@pytest.mark.parametrize("command", ["compress", "split", "split-gz", "filter", "merge"])
 def test_sigkill_litter_is_removed_by_the_next_run(
     source: Path, source_gz: Path, tmp_path: Path, command: str
 ) -> None:

@@ -1,15 +1,13 @@
-"""``kinetrace check`` and ``kinetrace compress`` (``kinetrace._tools``), called in-process."""
+"""``kinetrace compress`` (``kinetrace._tools``), called in-process, and Ctrl-C in the tools
+over trace files (``check``, ``compress``). ``check`` itself: ``test_check.py``."""
 
 from __future__ import annotations
 
 import gzip
-import json
 import os
-import re
 import threading
 import time
 import zlib
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ import torch
 from torch.profiler import profile
 
 import kinetrace
-from kinetrace import _cli, _kinetrace, _tools
+from kinetrace import _cli, _kinetrace
 from support.traces import single_member_text
 
 
@@ -28,14 +26,6 @@ def run(*argv: str | os.PathLike[str]) -> int:
     except SystemExit as exit_:
         assert isinstance(exit_.code, int)
         return exit_.code
-
-
-def _reject(constant: str):
-    raise ValueError(f"not strict JSON: {constant}")
-
-
-def strict_load(data: bytes) -> dict:
-    return json.loads(data, parse_constant=_reject)
 
 
 @pytest.fixture(scope="module")
@@ -49,234 +39,6 @@ def real_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     kinetrace.export_chrome_trace(prof, path)
     kinetrace.export_chrome_trace(prof, path.with_name("trace.json.gz"))
     return path
-
-
-def expected_summary(data: bytes) -> dict:
-    trace = strict_load(data)
-    events = trace["traceEvents"]
-    starts = Counter((json.dumps(e["cat"]), json.dumps(e["id"])) for e in events if e["ph"] == "s")
-    ends = Counter((json.dumps(e["cat"]), json.dumps(e["id"])) for e in events if e["ph"] == "f")
-    timed = [e for e in events if "ts" in e]
-    return {
-        "events": len(events),
-        "phases": dict(Counter(e["ph"] for e in events)),
-        "categories": dict(Counter(e.get("cat", "") for e in events if e["ph"] in {"X", "i", "I"})),
-        "processes": len({json.dumps(e["pid"]) for e in events if "pid" in e}),
-        "threads": len(
-            {
-                (json.dumps(e["pid"]), json.dumps(e["tid"]))
-                for e in events
-                if "pid" in e and "tid" in e
-            }
-        ),
-        "ts_min": min(e["ts"] for e in timed),
-        "ts_max": max(e["ts"] + max(e.get("dur", 0), 0) for e in timed),
-        "flows_paired": sum((starts & ends).values()),
-        "top_level_keys": tuple(trace),
-        "schema_version": trace["schemaVersion"],
-        "trace_name": trace["traceName"],
-        "base_time_ns": trace["baseTimeNanoseconds"],
-        "display_time_unit": trace["displayTimeUnit"],
-    }
-
-
-def assert_matches(report: _tools.CheckReport, data: bytes) -> None:
-    assert report.valid, report.errors
-    assert report.json_valid
-    assert report.errors == () and report.error_count == 0
-    assert report.json_bytes == len(data)
-    expected = expected_summary(data)
-    for key, value in expected.items():
-        assert getattr(report, key) == value, key
-    assert expected["phases"]["s"] > 0  # the flows are really checked
-    assert report.flows_unpaired == 0
-    assert list(report.phases.values()) == sorted(report.phases.values(), reverse=True)
-
-
-# --- check: valid files ----------------------------------------------------------------------
-
-
-def test_check_real_export(real_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data = real_trace.read_bytes()
-    report = _tools.check_trace(real_trace)
-    assert_matches(report, data)
-    assert report.gzip_members == 0
-    assert report.file_bytes == len(data)
-    assert report.warnings == ()
-    assert run("check", real_trace) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(f"{real_trace}: valid\n")
-    assert f"events      {report.events:,}: X " in out
-
-
-def test_check_gzip_export(real_trace: Path) -> None:
-    gz = real_trace.with_name("trace.json.gz")
-    report = _tools.check_trace(gz)
-    assert_matches(report, gzip.decompress(gz.read_bytes()))
-    assert report.gzip_members == 1
-    assert report.file_bytes == gz.stat().st_size
-    assert report.warnings == ()
-
-
-def test_check_multi_member_gzip(real_trace: Path, tmp_path: Path) -> None:
-    data = real_trace.read_bytes()
-    half = len(data) // 2
-    multi = tmp_path / "multi.json.gz"
-    multi.write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:]))
-    report = _tools.check_trace(multi)
-    assert_matches(report, data)
-    assert report.gzip_members == 2
-    assert len(report.warnings) == 1 and "2 members" in report.warnings[0]
-    # Detected by content, not by name.
-    renamed = tmp_path / "multi.json"
-    multi.rename(renamed)
-    assert _tools.check_trace(renamed).gzip_members == 2
-
-
-def test_check_json_output(real_trace: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run("check", "--json", real_trace) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["valid"] is True
-    assert out["events"] == len(strict_load(real_trace.read_bytes())["traceEvents"])
-    assert out["path"] == str(real_trace)
-
-
-# --- check: invalid files --------------------------------------------------------------------
-
-
-def first_x_event(data: bytes) -> tuple[int, int, re.Match[bytes]]:
-    """(byte offset, index in traceEvents, match) of the first X event (one event a line)."""
-    match = re.search(rb'^\{"ph":"X",.*?"dur":[0-9.]+', data, re.M)
-    assert match is not None
-    first = data.index(b'"traceEvents": [\n') + len(b'"traceEvents": [\n')
-    return match.start(), data.count(b"\n", first, match.start()), match
-
-
-def assert_invalid(path: Path, data: bytes, capsys: pytest.CaptureFixture[str], needle: str) -> str:
-    path.write_bytes(data)
-    assert run("check", path) == 1
-    out = capsys.readouterr().out
-    assert out.startswith(f"{path}: INVALID")
-    lines = [line.strip() for line in out.splitlines() if line.strip().startswith("offset ")]
-    assert lines, out
-    hits = [line for line in lines if needle in line]
-    assert hits, out
-    return hits[0]
-
-
-@pytest.mark.parametrize(
-    ("name", "old", "new", "needle"),
-    [
-        ("nan", b'"dur":', b'"dur":NaN,"x":', "NaN is not valid JSON"),
-        ("infinity", b'"dur":', b'"dur":-Infinity,"x":', "-Infinity is not valid JSON"),
-        ("escape", b'"name":"', b'"name":"C:\\dir\\', "invalid escape '\\d'"),
-        ("control", b'"name":"', b'"name":"a\tb', "raw control character U+0009"),
-        ("comma-event", b'"args":{', b'"args":{"a":1,},"b":{', "trailing comma before '}'"),
-    ],
-)
-def test_check_syntax_errors(
-    real_trace: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    name: str,
-    old: bytes,
-    new: bytes,
-    needle: str,
-) -> None:
-    data = real_trace.read_bytes()
-    offset, index, _ = first_x_event(data)
-    at = data.index(old, offset)
-    bad = data[:at] + new + data[at + len(old) :]
-    assert bad != data
-    line = assert_invalid(tmp_path / f"{name}.json", bad, capsys, needle)
-    # The offset of the bad token (after `old`'s common prefix) and the event's index.
-    common = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), len(old))
-    bad_at = at + common
-    reported = int(re.match(r"offset (\d+)", line).group(1))
-    assert bad_at <= reported <= at + len(new), line
-    assert f"(traceEvents[{index}])" in line
-    with pytest.raises(ValueError):
-        strict_load(bad)  # Python agrees it is not strict JSON
-
-
-def test_check_trailing_comma_in_events(
-    real_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    data = real_trace.read_bytes()
-    end = data.rindex(b"\n]")
-    bad = data[:end] + b"," + data[end:]
-    line = assert_invalid(tmp_path / "comma.json", bad, capsys, "trailing comma before ']'")
-    assert line.startswith(f"offset {end + 2} ")
-
-
-def test_check_truncated(
-    real_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    data = real_trace.read_bytes()
-    cut = len(data) * 3 // 5
-    line = assert_invalid(tmp_path / "cut.json", data[:cut], capsys, "end of file")
-    assert "traceEvents[" in line
-    # The same, gzipped: the JSON ends early, not the gzip stream.
-    line = assert_invalid(
-        tmp_path / "cut.json.gz", gzip.compress(data[:cut]), capsys, "end of file"
-    )
-    # A truncated gzip stream.
-    blob = gzip.compress(data)
-    assert_invalid(tmp_path / "cut2.json.gz", blob[: len(blob) // 2], capsys, "corrupt gzip data")
-
-
-def test_check_missing_dur(
-    real_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    data = real_trace.read_bytes()
-    offset, index, match = first_x_event(data)
-    dur = re.search(rb',"dur":[0-9.]+', match.group(0))
-    bad = data[: offset + dur.start()] + data[offset + dur.end() :]
-    name = strict_load(bad)["traceEvents"][index]["name"]
-    line = assert_invalid(tmp_path / "nodur.json", bad, capsys, 'has no "dur"')
-    assert line == f'offset {offset} (traceEvents[{index}]): X event "{name}" has no "dur"'
-    report = _tools.check_trace(tmp_path / "nodur.json")
-    assert report.json_valid and not report.valid and report.error_count == 1
-
-
-def test_check_unpaired_flow(
-    real_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    data = real_trace.read_bytes()
-    finish = re.search(rb'^\{"ph":"f","id":(\d+),.*\n', data, re.M)
-    flow_id = finish.group(1).decode()
-    bad = data[: finish.start()] + data[finish.end() :]
-    start = re.search(rb'^\{"ph":"s","id":' + finish.group(1) + rb",", bad, re.M)
-    line = assert_invalid(tmp_path / "flow.json", bad, capsys, "has no matching")
-    assert line.startswith(f"offset {start.start()} (traceEvents[")
-    assert f'flow "s" (cat "fwdbwd", id {flow_id}) has no matching "f"' in line
-    report = _tools.check_trace(tmp_path / "flow.json")
-    assert report.flows_unpaired == 1
-
-
-def test_check_unreadable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run("check", tmp_path / "missing.json") == 2
-    assert "missing.json: No such file or directory" in capsys.readouterr().err
-    assert run("check", tmp_path) == 2
-    assert "Is a directory" in capsys.readouterr().err
-    with pytest.raises(FileNotFoundError):
-        _tools.check_trace(tmp_path / "missing.json")
-    with pytest.raises(IsADirectoryError):
-        _tools.check_trace(tmp_path)
-
-
-def test_check_error_cap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    events = ",".join(['{"ph":"X","name":"a","cat":"c","ts":1}'] * 30)
-    path = tmp_path / "many.json"
-    path.write_text(f'{{"traceEvents":[{events}]}}')
-    assert run("check", "--max-errors", "4", path) == 1
-    out = capsys.readouterr().out
-    assert "errors (first 4 of 30):" in out
-    assert out.count('has no "dur"') == 4
-    report = _tools.check_trace(path, max_errors=0)
-    assert report.errors == () and report.error_count == 30
-    with pytest.raises(ValueError):
-        _tools.check_trace(path, max_errors=-1)
 
 
 # --- compress --------------------------------------------------------------------------------
@@ -303,7 +65,7 @@ def test_compress_multi_member_in_place(real_trace: Path, tmp_path: Path) -> Non
     assert zlib.decompress(src.read_bytes(), 31) == data[:half]  # what viewers saw before
     assert run("compress", "-l", "1", "-j", "2", src) == 0
     assert single_member_text(src.read_bytes()) == data
-    assert _tools.check_trace(src).gzip_members == 1
+    assert kinetrace.check_trace(src).info.gzip_members == 1
     # To another file, from the now single-member source.
     dst = tmp_path / "other.gz"
     assert run("compress", "--level", "9", "--threads", "1", src, dst) == 0

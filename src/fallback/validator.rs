@@ -6,7 +6,7 @@ use std::io::{self, BufReader, Read};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread::{self, JoinHandle};
 
-use crate::check::{check_reader, CheckOptions};
+use crate::check::strict_json_error;
 use crate::error::{Error, Result};
 
 /// Chunks from a channel, as a reader (end of file once every sender is gone).
@@ -54,18 +54,7 @@ impl Validator {
                         pos: 0,
                     },
                 );
-                let options = CheckOptions {
-                    max_errors: 1,
-                    ..CheckOptions::default()
-                };
-                let report = check_reader(reader, options, &mut |_| Ok(()))?;
-                Ok((!report.json_valid).then(|| {
-                    report
-                        .errors
-                        .into_iter()
-                        .next()
-                        .unwrap_or_else(|| "not strict JSON".into())
-                }))
+                strict_json_error(reader)
             })
             .map_err(|e| Error::io("cannot start the validating thread", e))?;
         Ok(Validator {

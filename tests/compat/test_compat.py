@@ -84,7 +84,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     trace = json.loads(text.decode("utf-8", "strict"), parse_constant=reject)
     report = kinetrace.check_trace(path)
-    assert report.json_valid, report
+    assert report.complete, report
     return trace
 
 

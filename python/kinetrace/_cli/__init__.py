@@ -31,13 +31,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from types import FrameType, ModuleType
 
-from kinetrace._cli import check, compress, demo, merge, run, split
+from kinetrace._cli import check, compress, demo, merge, repair, run, split
 from kinetrace._cli import filter as filter_
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 #: The subcommand modules, in the order ``kinetrace --help`` lists them.
-SUBCOMMANDS: list[ModuleType] = [demo, run, check, compress, split, filter_, merge]
+SUBCOMMANDS: list[ModuleType] = [demo, run, check, repair, compress, split, filter_, merge]
 
 #: Signals that stop a tool like Ctrl-C (``kinetrace run`` leaves them to its script).
 STOP_SIGNALS = tuple(

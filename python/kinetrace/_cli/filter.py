@@ -40,6 +40,12 @@ def cmd_filter(args: argparse.Namespace) -> int:
             if result.flow_events_cut
             else ""
         )
+        + (
+            f"; {result.flow_events_unpaired:,} flow events dropped (the source has no other "
+            "end of their flow)"
+            if result.flow_events_unpaired
+            else ""
+        )
     )
     return 0
 
