@@ -287,7 +287,7 @@ def test_broken_pipe_ends_a_tool_quietly(tmp_path: Path) -> None:
         reader = subprocess.Popen(["head", "-3"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert reader.stdin is not None
         done = subprocess.run(
-            _kinetrace("check", "--max-errors", "20000", *extra, trace),
+            _kinetrace("check", "--examples", "20000", *extra, trace),
             env=subprocess_env(),
             stdout=reader.stdin,
             stderr=subprocess.PIPE,
