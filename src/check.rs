@@ -116,12 +116,12 @@ impl FindingKind {
 
     /// What `count` of them mean for a viewer.
     fn describe(self, count: u64) -> String {
-        // "1 flow event", "2 flow events".
+        // "1 flow event", "1,862 flow events" (grouped as the Python side prints counts).
         let n = |one: &str| {
             if count == 1 {
                 format!("1 {one}")
             } else {
-                format!("{count} {one}s")
+                format!("{} {one}s", grouped(count))
             }
         };
         match self {
@@ -175,12 +175,26 @@ impl FindingKind {
                 n("metadata event")
             ),
             FindingKind::GzipMembers => format!(
-                "gzip file of {count} members: chrome://tracing, TensorBoard in a browser and \
+                "gzip file of {} members: chrome://tracing, TensorBoard in a browser and \
                  zlib.decompress(data, 31) read only the first (`kinetrace compress` or \
-                 `kinetrace repair` rewrite it as one member)"
+                 `kinetrace repair` rewrite it as one member)",
+                grouped(count)
             ),
         }
     }
+}
+
+/// `n` with a comma every three digits: `1,862`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
 }
 
 /// Where a finding was seen.
@@ -1050,6 +1064,21 @@ pub(crate) fn strict_json_error<R: BufRead>(reader: R) -> Result<Option<String>>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_grouped_by_thousands() {
+        let texts: Vec<String> = [0, 7, 999, 1000, 1862, 999_999, 1_234_567]
+            .iter()
+            .map(|&n| grouped(n))
+            .collect();
+        assert_eq!(
+            texts,
+            ["0", "7", "999", "1,000", "1,862", "999,999", "1,234,567"]
+        );
+        assert!(FindingKind::UnpairedFlows
+            .describe(1862)
+            .starts_with("1,862 flow events"));
+    }
     use crate::testing::scratch;
     use flate2::write::GzEncoder;
     use flate2::Compression;
