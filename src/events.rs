@@ -27,6 +27,20 @@ use crate::scan::{self, Scanner};
 /// Deepest nesting accepted in the input.
 const MAX_DEPTH: usize = 512;
 
+/// Most bytes of one top-level member or one event: each is held in memory whole, so a
+/// bigger one (or an endless one) is refused, at its offset, before memory runs out.
+pub(crate) const MAX_VALUE: usize = 64 << 20;
+
+/// A visitor's error: a fault it found in what it was told (a trace-format error with no
+/// place, such as more text than it can keep) is placed at `at`, the offset of the member or
+/// event; anything else stops the read as it is.
+fn visitor_error<R: BufRead>(inp: &Input<'_, R>, at: u64, e: Error) -> Stop {
+    match e {
+        Error::TraceFormat(t) if t.offset.is_none() => inp.fail_at(at, t.message),
+        e => Stop::Fatal(e),
+    }
+}
+
 /// One event as read, with its raw text.
 pub(crate) struct Event<'a> {
     pub(crate) raw: &'a [u8],
@@ -187,10 +201,11 @@ fn walk(
     let mut b = inp.ws_expect("a key or '}'")?;
     if b != b'}' {
         loop {
+            let at = inp.offset();
             inp.start_capture();
             inp.key(b, &mut t.key)?;
             if t.key == b"traceEvents" {
-                inp.end_capture();
+                inp.end_capture()?;
                 if seen_events {
                     return Err(inp.fail("duplicate key \"traceEvents\""));
                 }
@@ -201,8 +216,9 @@ fn walk(
                 events(inp, &mut t, v, chunked)?;
             } else {
                 inp.value(1, None)?;
-                let raw = inp.end_capture();
-                v.header(&t.key, raw, seen_events).map_err(Stop::Fatal)?;
+                let raw = inp.end_capture()?;
+                let told = v.header(&t.key, raw, seen_events);
+                told.map_err(|e| visitor_error(inp, at, e))?;
             }
             match inp.next_item(b'}', "a key", "after a top-level value")? {
                 Some(next) => b = next,
@@ -305,7 +321,7 @@ fn fast_event<R: BufRead>(
     let Ok(ev) = make_event(raw, texts(raw, &spans), value_spans(&spans), keys, at) else {
         return Ok(false);
     };
-    v.event(&ev).map_err(Stop::Fatal)?;
+    v.event(&ev).map_err(|e| visitor_error(inp, at.0, e))?;
     inp.pos += len;
     Ok(true)
 }
@@ -493,9 +509,9 @@ fn event<R: BufRead>(
             *slot = (kinds[i], &t.fields[i]);
         }
     }
-    let raw = inp.end_capture();
+    let raw = inp.end_capture()?;
     match make_event(raw, fields, values, keys, (start, index)) {
-        Ok(ev) => v.event(&ev).map_err(Stop::Fatal),
+        Ok(ev) => v.event(&ev).map_err(|e| visitor_error(inp, start, e)),
         Err(what) if v.lenient() => v.not_an_event(start, index, what).map_err(Stop::Fatal),
         Err(_) => Err(inp.fail_at(start, "not a trace: the event has no string \"ph\"")),
     }
@@ -553,6 +569,7 @@ pub(crate) fn scan_trace(
     let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file)).map_err(cannot_read)?;
     let chunked = Chunked::new(&shared, len, &source, options);
     let mut inp = Input::new(source, progress, MAX_DEPTH);
+    inp.capture_limit = MAX_VALUE;
     let invalid = match walk(&mut inp, v, chunked.as_ref()) {
         Ok(()) => None,
         Err(Stop::Invalid(invalid)) => Some(invalid),
@@ -564,6 +581,39 @@ pub(crate) fn scan_trace(
         gzip_members: inp.inner.members(),
         invalid,
     })
+}
+
+/// Checks the trace in `file` (opened from `path`, which names it in errors) as
+/// [`read_trace`] does (one thread, in order), telling `tap`
+/// every decompressed byte as it is read, before it is checked: `compress` writes the
+/// bytes out as they are checked, and fails on the first fault. Returns the bytes of JSON
+/// and the gzip members of the source (0 for plain JSON).
+pub(crate) fn check_through(
+    path: &Path,
+    file: File,
+    tap: &mut dyn FnMut(&[u8]) -> Result<()>,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<(u64, u32)> {
+    struct Nothing;
+    impl Visitor for Nothing {
+        fn header(&mut self, _: &[u8], _: &[u8], _: bool) -> Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, _: &Event<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+    let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file))
+        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+    let mut inp = Input::new(source, progress, MAX_DEPTH);
+    inp.capture_limit = MAX_VALUE;
+    inp.tap = Some(tap);
+    match walk(&mut inp, &mut Nothing, None) {
+        Ok(()) => Ok((inp.offset(), inp.inner.members())),
+        Err(Stop::Invalid(invalid)) => Err(Error::trace_format(path, invalid)),
+        Err(Stop::Read(e)) => Err(Error::io(format!("cannot read {}", path.display()), e)),
+        Err(Stop::Fatal(e)) => Err(e),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -902,7 +952,12 @@ impl<'f> Chunked<'f> {
                         let at = (chunk.start + ev.start as u64, index);
                         let values = value_spans(&ev.spans);
                         match make_event(raw, texts(raw, &ev.spans), values, keys, at) {
-                            Ok(e) => v.event(&e).map_err(Stop::Fatal)?,
+                            Ok(e) => {
+                                if let Err(e) = v.event(&e) {
+                                    inp.event = Some(index);
+                                    return Err(visitor_error(inp, at.0, e));
+                                }
+                            }
                             Err(_) => {
                                 end = ChunkEnd::Unsure(start);
                                 break;

@@ -41,6 +41,7 @@ mod repair;
 mod scan;
 mod sink;
 mod split;
+mod temps;
 mod tolerant;
 mod trace;
 

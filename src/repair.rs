@@ -1403,13 +1403,18 @@ pub(crate) fn repair(
     let mut changes = Changes::new(options.examples);
     let mut report = if !loads {
         if options.untangle {
+            // A temporary of the usual shape, so one a killed repair leaves is removed by
+            // the next run in that directory (see `crate::temps`).
             let dir = dst.parent().filter(|p| !p.as_os_str().is_empty());
-            let name = dst.file_name().map(|n| n.to_string_lossy().into_owned());
-            let temp = Intermediate(dir.unwrap_or(Path::new(".")).join(format!(
-                ".{}.{}.kinetrace-repair.json",
-                name.unwrap_or_else(|| "trace".into()),
-                std::process::id()
-            )));
+            let name = dst.file_name().unwrap_or(std::ffi::OsStr::new("trace"));
+            let (_, path) =
+                crate::temps::create(dir.unwrap_or(Path::new(".")), name).map_err(|e| {
+                    Error::io(
+                        format!("cannot create a temporary file for {}", dst.display()),
+                        e,
+                    )
+                })?;
+            let temp = Intermediate(path);
             let sink = Sink::create(&temp.0, Encoding::Plain)?;
             let (first, fixed) = tolerant_pass(src, sink, changes, progress)?;
             changes = fixed;

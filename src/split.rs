@@ -366,7 +366,7 @@ pub(crate) fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) ->
         return Err(Error::not_a_trace(
             path,
             format!(
-                "more than {} MiB of {what}: not a trace this tool can cut",
+                "too large: more than {} MiB of {what}: not a trace this tool can cut",
                 MAX_KEPT_TEXT >> 20
             ),
         ));
@@ -1032,15 +1032,14 @@ pub(crate) fn split(
         .collect();
     let mut temps = Temps::default();
     let mut outs = Vec::with_capacity(count);
-    let pid = std::process::id();
     for (i, fin) in finals.iter().enumerate() {
-        let file_name = fin.file_name().expect("a file name").to_string_lossy();
-        let temp = dir.join(format!(".{file_name}.{pid}.kinetrace-part.json"));
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(|e| Error::io(format!("cannot create {}", temp.display()), e))?;
+        let (file, temp) = crate::temps::create(&dir, fin.file_name().expect("a file name"))
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot create a temporary file for {}", fin.display()),
+                    e,
+                )
+            })?;
         temps.paths.push(temp.clone());
         let mut out = PartOut {
             w: TraceWriter::new(BufWriter::with_capacity(PART_BUFFER, file)),
@@ -1134,8 +1133,16 @@ pub(crate) fn finish_parts(
         None => plain.to_vec(),
         Some((level, threads)) => {
             let mut ready = Vec::with_capacity(plain.len());
-            for plain in plain {
-                let gz = plain.with_extension("json.gz");
+            for (plain, fin) in plain.iter().zip(finals) {
+                // An empty temporary the encoder's own temporary replaces when complete.
+                let dir = fin.parent().unwrap_or(Path::new("."));
+                let (_, gz) = crate::temps::create(dir, fin.file_name().expect("a file name"))
+                    .map_err(|e| {
+                        Error::io(
+                            format!("cannot create a temporary file for {}", fin.display()),
+                            e,
+                        )
+                    })?;
                 temps.paths.push(gz.clone());
                 let mut sink = Sink::create(&gz, Encoding::Gzip { level, threads })?;
                 let mut file = File::open(plain)

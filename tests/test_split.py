@@ -297,7 +297,7 @@ def test_export_split_mb(tmp_path, cpu_profile):
     )
     for p in both.paths:
         assert not any(e.get("cat") == "cpu_op" for e in json.loads(read_trace(p))["traceEvents"])
-    assert not [n for n in os.listdir(tmp_path) if "kinetrace-full" in n]
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".kinetrace-tmp")]
     with pytest.raises(ValueError, match="background"):
         kinetrace.export_chrome_trace(cpu_profile, path, split_mb=1, background=True)
     with pytest.raises(ValueError, match="more than 0"):

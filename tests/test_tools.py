@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import os
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -116,18 +117,103 @@ def test_compress_non_integer_setting(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_compress_truncated_source_leaves_nothing(
     real_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blob = gzip.compress(real_trace.read_bytes() * 20)
+    blob = gzip.compress(real_trace.read_bytes())
     src = tmp_path / "cut.json.gz"
     src.write_bytes(blob[: len(blob) // 2])
     assert run("compress", src) == 1  # in place
     err = capsys.readouterr().err
-    assert "cannot decompress" in err and str(src) in err
+    assert str(src) in err and "offset " in err, err
     assert src.read_bytes() == blob[: len(blob) // 2]
     dst = tmp_path / "out.gz"
     assert run("compress", src, dst) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.json.gz"]
-    with pytest.raises(OSError, match="cannot decompress"):
+    with pytest.raises(ValueError, match="offset "):
         _kinetrace.recompress(str(src), str(dst), 6, 1)
+
+
+def _not_traces(real: bytes) -> dict[str, bytes]:
+    """Files ``compress`` must refuse (it accepted every one of them with status 0 once)."""
+    first_ts = real.index(b'"ts":') + len(b'"ts":')
+    bad_utf8 = bytearray(real)
+    bad_utf8[real.index(b'"name":"') + len(b'"name":"')] = 0xFF
+    return {
+        "truncated": real[: len(real) // 2],
+        "nan": real[:first_ts] + b"NaN" + real[first_ts:].lstrip(b" 0123456789."),
+        "bom": b"\xef\xbb\xbf" + real,
+        "utf8": bytes(bad_utf8),
+        "empty": b"",
+        "two-documents": real + real,
+        "gzip-of-truncated": gzip.compress(real[: len(real) // 2]),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["truncated", "nan", "bom", "utf8", "empty", "two-documents", "gzip-of-truncated"],
+)
+def test_compress_refuses_what_is_not_a_trace(
+    real_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """Checked with the strict reader ``split`` and ``filter`` use, as it streams: status
+    1, the file and the offset of the first fault named, nothing left (an existing
+    destination untouched)."""
+    src = tmp_path / "in.json"
+    src.write_bytes(_not_traces(real_trace.read_bytes())[case])
+    dst = tmp_path / "out.json.gz"
+    dst.write_bytes(b"keep me")
+    assert run("compress", "-f", src, dst) == 1
+    err = capsys.readouterr().err
+    assert f"{src}: offset " in err, err
+    assert dst.read_bytes() == b"keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.json", "out.json.gz"]
+    # split and filter refuse it the same way.
+    with pytest.raises(ValueError, match="offset "):
+        kinetrace.filter_trace(src, tmp_path / "f.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.json", "out.json.gz"]
+
+
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/zero"])
+def test_compress_of_a_device_ends_with_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], device: str
+) -> None:
+    """/dev/null is empty; /dev/zero is endless (it once ran until killed, growing its
+    temporary file): both fail at once, at offset 0."""
+    if not os.path.exists(device):
+        pytest.skip(f"no {device}")
+    dst = tmp_path / "out.json.gz"
+    started = time.monotonic()
+    assert run("compress", device, dst) == 1
+    assert time.monotonic() - started < 30
+    assert f"{device}: offset 0: " in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compress_refuses_a_member_too_large_at_its_offset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A top-level string bigger than what is held in memory at once (64 MiB) is refused
+    with its offset, by compress and by filter alike."""
+    head = b'{"schemaVersion": 1, '
+    src = tmp_path / "big.json"
+    with open(src, "wb") as f:
+        f.write(head + b'"blob": "')
+        f.write(b"x" * (65 << 20))
+        f.write(b'", "traceEvents": []}')
+    assert run("compress", src, tmp_path / "out.json.gz") == 1
+    err = capsys.readouterr().err
+    assert f"offset {len(head)}: too large" in err, err
+    with pytest.raises(kinetrace.TraceFormatError, match=f"offset {len(head)}: too large") as e:
+        kinetrace.filter_trace(src, tmp_path / "f.json")
+    assert e.value.offset == len(head)
+    # Two members, each below the limit of one, together above what split keeps of the
+    # header (64 MiB): refused at the offset of the one that crosses it.
+    first = b'"a": "' + b"x" * (40 << 20) + b'", '
+    with open(src, "wb") as f:
+        f.write(head + first + b'"b": "' + b"y" * (40 << 20) + b'", "traceEvents": []}')
+    with pytest.raises(kinetrace.TraceFormatError, match="too large") as e:
+        kinetrace.split_trace(src, 10, out_dir=tmp_path)
+    assert e.value.offset == len(head) + len(first)
+    assert [p.name for p in tmp_path.iterdir()] == ["big.json"]
 
 
 def test_compress_missing_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

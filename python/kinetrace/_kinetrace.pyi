@@ -4,6 +4,7 @@ A build with the cargo feature ``test-hooks`` (never a release wheel) also has
 ``_panic_for_tests()`` and ``_Exporter._inject_panic()``, for ``tests/test_panics.py``."""
 
 from os import PathLike
+from pathlib import Path
 from typing import Any, Literal, TypedDict, final, overload
 
 from typing_extensions import Self
@@ -17,9 +18,11 @@ __all__ = [
     "_GzipEncoder",
     "__version__",
     "check_trace",
+    "create_temporary",
     "filter_trace",
     "merge_traces",
     "recompress",
+    "remove_temporaries",
     "repair_trace",
     "split_trace",
     "trimonth_base_ns",
@@ -149,6 +152,8 @@ class _MergeStats(TypedDict):
 
 def trimonth_base_ns(earliest_ns: int) -> int: ...
 def check_trace(path: str | PathLike[str], examples: int = 5) -> _CheckReport: ...
+def create_temporary(directory: str | PathLike[str], name: str) -> Path: ...
+def remove_temporaries(path: str | PathLike[str], pid: int) -> int: ...
 def repair_trace(
     src: str | PathLike[str],
     dst: str | PathLike[str],

@@ -314,8 +314,9 @@ def _make_dirs(path: str) -> list[str]:
 
 @contextlib.contextmanager
 def _private_temp(directory: str, name: str) -> Iterator[str]:
-    """A path for a temporary file beside the destination, removed afterwards."""
-    path = os.path.join(directory, f".{name}.{os.getpid()}.{time.time_ns()}.kinetrace-full.json")
+    """A new temporary file beside the destination (empty; named as every temporary is, so
+    one a killed process leaves is removed by a later run), removed afterwards."""
+    path = os.fsdecode(_kinetrace.create_temporary(directory, name))
     try:
         yield path
     finally:

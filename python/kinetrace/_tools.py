@@ -2,8 +2,11 @@
 exists as ONE gzip member with the parallel encoder (some viewers read only the first member
 of a gzip file), streamed through Rust with the GIL released in constant memory. The source
 is ``.json`` or gzip with any number of members, recognised by the magic bytes rather than
-the name (:func:`is_gzip`). Checking a trace is :mod:`kinetrace._check`'s, repairing one
-:mod:`kinetrace._repair`'s.
+the name (:func:`is_gzip`), and it is checked on the way with the strict reader ``split``
+and ``filter`` use: what is not a trace (truncated, NaN, a byte-order mark, invalid UTF-8,
+empty, a second document, a top-level member or event over 64 MiB) raises
+:class:`~kinetrace.TraceFormatError` at the offset of its first fault and leaves nothing.
+Checking a trace is :mod:`kinetrace._check`'s, repairing one :mod:`kinetrace._repair`'s.
 """
 
 from __future__ import annotations
@@ -53,14 +56,18 @@ def compress_trace(
     threads: int | None = None,
 ) -> CompressResult:
     """Rewrites the trace at ``src`` (``.json``, or gzip of any number of members) as ONE
-    gzip member at ``dst``, with the parallel encoder, streamed in constant memory.
+    gzip member at ``dst``, with the parallel encoder, streamed in constant memory and
+    checked on the way as ``split`` and ``filter`` check their input (strict JSON, a trace,
+    no top-level member or event over 64 MiB).
 
     ``dst`` appears atomically and replaces an existing file (``dst`` may be ``src``
     itself); on any error nothing is left and an existing ``dst`` is untouched.
 
     Raises:
         TypeError, ValueError: ``compresslevel`` (0-9) or ``threads`` (1-256) out of range.
-        OSError: a file cannot be read or written; a corrupt gzip source.
+        kinetrace.TraceFormatError: ``src`` is not a trace (a ``ValueError``: where and why,
+            a corrupt or truncated gzip stream included).
+        OSError: a file cannot be read or written.
         KeyboardInterrupt: Ctrl-C; nothing is written.
     """
     level, n_threads = gzip_settings(compresslevel, threads)

@@ -38,7 +38,7 @@ use super::text::{head_members, TraceNameRewrite};
 use super::validator::{not_strict, Validator};
 use crate::error::{panic_message, Error, Result};
 use crate::interrupt::{self, Interrupted};
-use crate::sink::{resolve_destination, Destination};
+use crate::sink::{keep_owner, resolve_destination, Destination};
 
 /// Read size: what the page cache holds, read into a buffer that stays in a core's cache
 /// while the validator goes through it.
@@ -72,8 +72,9 @@ pub(crate) struct InPlace {
     target: PathBuf,
     /// The destination as given, for messages.
     destination: PathBuf,
-    /// An existing destination's permissions, given to the file that replaces it.
-    permissions: Option<fs::Permissions>,
+    /// An existing destination: its owner (as far as allowed) and permissions go to the
+    /// file that replaces it.
+    existing: Option<Box<fs::Metadata>>,
     head: Vec<u8>,
     rewrite: Option<TraceNameRewrite>,
     shared: Arc<Shared>,
@@ -254,7 +255,7 @@ impl InPlace {
             names,
             target,
             destination: dst.to_path_buf(),
-            permissions: existing,
+            existing,
             head,
             rewrite: trace_name,
             shared,
@@ -408,8 +409,9 @@ impl InPlace {
         edits.sort_by_key(|e| e.at);
         let written = apply_edits(&file, len, &edits, interrupted)
             .map_err(|e| e.with_context(&self.destination))?;
-        if let Some(permissions) = &self.permissions {
-            file.set_permissions(permissions.clone()).map_err(|e| {
+        if let Some(meta) = &self.existing {
+            keep_owner(&file, meta);
+            file.set_permissions(meta.permissions()).map_err(|e| {
                 Error::io(
                     format!("cannot set permissions of {}", self.destination.display()),
                     e,
