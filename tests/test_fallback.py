@@ -434,7 +434,7 @@ def test_export_via_kineto_directly(tmp_path: Path) -> None:
 
 
 def private_dirs(directory: Path) -> list[str]:
-    return [p.name for p in directory.iterdir() if p.name.startswith(".kinetrace-")]
+    return [p.name for p in directory.iterdir() if p.name.startswith(".kinetrace.")]
 
 
 @pytest.mark.parametrize("mode", ["direct", "rename"])
@@ -456,7 +456,8 @@ def test_plain_json_is_written_beside_the_destination(
     assert len(seen) >= 32
     scratch, modes = seen[-1]
     assert os.path.dirname(scratch) == str(tmp_path)
-    assert os.path.basename(scratch).startswith(".kinetrace-")
+    assert os.path.basename(scratch).startswith(".kinetrace.")
+    assert os.path.basename(scratch).endswith(".kinetrace-tmp")
     assert modes and all(stat.S_ISREG(m) for m in modes.values()), modes
     assert set(modes) <= {"trace.json", "trace.json.tmp"}
     assert dest.read_bytes() == source.expected(dest)
@@ -600,3 +601,45 @@ def test_read_only_directory_fails_before_save(tmp_path: Path) -> None:
     assert out["results"] == {p: ["PermissionError", errno.EACCES, True] for p in paths}
     assert out["saves"] == []
     assert os.listdir(directory) == []
+
+
+KILLED_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys, warnings
+    import torch
+    import kinetrace
+    warnings.simplefilter("ignore")
+    a = torch.ones(8, 8)
+    with torch.profiler.profile() as prof:
+        for _ in range(200):
+            torch.mm(a, a)
+    class SaveThenDie:
+        def save(self, path):
+            prof.profiler.kineto_results.save(path)
+            os.kill(os.getpid(), signal.SIGKILL)
+        def trace_start_ns(self):
+            return 1
+    kinetrace.export_chrome_trace(SaveThenDie(), sys.argv[1])
+    """
+)
+
+
+def test_a_killed_exports_private_directory_goes_with_the_next_export(tmp_path: Path) -> None:
+    """SIGKILL after Kineto wrote its file leaves the private directory, trace and all,
+    beside the destination; the next export there removes it (a temporary of a dead
+    process), and nothing else."""
+    import signal
+
+    dest = tmp_path / "t.json"
+    (tmp_path / "keep.json").write_bytes(b"mine")
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_SCRIPT, str(dest)], capture_output=True, timeout=120
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    (left,) = private_dirs(tmp_path)
+    assert left.endswith(".kinetrace-tmp")
+    assert os.listdir(tmp_path / left) == ["trace.json"]
+    assert not dest.exists()
+    stats, _ = export(SaveOnly(record()), dest)
+    assert stats.events > 0
+    assert sorted(os.listdir(tmp_path)) == ["keep.json", "t.json"]

@@ -46,7 +46,6 @@ import contextlib
 import errno
 import json
 import os
-import secrets
 import shutil
 import stat
 import sys
@@ -258,12 +257,14 @@ def _metadata_members(metadata: Mapping[str, Any] | None) -> list[tuple[str, str
 
 
 def _private_dir(parent: str, made: list[str], destination: str | None = None) -> str:
-    """A new directory only this user can enter (mode 0700), under ``parent``. Its name is
-    appended to ``made`` before it is created (a name whose creation failed stays there:
-    removing what does not exist does nothing). An error names ``destination`` when given
-    (the directory is made beside it)."""
+    """A new directory only this user can enter (mode 0700), under ``parent``, named as a
+    temporary (``.kinetrace.{pid}.{host}.{random}.kinetrace-tmp``: one a killed export left
+    is removed by the next export there, see docs/security.md). Its name is appended to
+    ``made`` before it is created (a name whose creation failed stays there: removing what
+    does not exist does nothing). An error names ``destination`` when given (the directory
+    is made beside it)."""
     while True:
-        name = os.path.join(parent, f".kinetrace-{secrets.token_hex(8)}")
+        name = os.path.join(parent, os.fspath(_kinetrace._FallbackFile.private_name(parent)))
         made.append(name)
         try:
             os.mkdir(name, 0o700)

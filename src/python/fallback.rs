@@ -230,6 +230,14 @@ impl PyFallbackFile {
         Ok(py.detach(move || directory_for(&dst))?)
     }
 
+    /// A new name for a private directory in `dir` (of the temporary shape, prefix
+    /// `kinetrace`; not created: make it with mode 0700, exclusively), after removing the
+    /// stale temporaries and private directories that killed exports left in `dir`.
+    #[staticmethod]
+    fn private_name(py: Python<'_>, dir: PathBuf) -> PathBuf {
+        py.detach(move || PathBuf::from(crate::temps::private_dir_name(&dir)))
+    }
+
     /// After `save`: waits (GIL released, Ctrl-C answered) until the reader has checked
     /// everything Kineto wrote, edits the file and renames it over the destination. Returns
     /// (events, bytes of text, bytes in the file), or None when Kineto wrote nothing.

@@ -51,7 +51,7 @@ def _fresh_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     yield
     kinetrace.uninstall()
-    left = [p.name for p in scratch.iterdir() if p.name.startswith(".kinetrace-")]
+    left = [p.name for p in scratch.iterdir() if p.name.startswith(".kinetrace.")]
     assert left == [], "the fallback left its private directory behind"
 
 
@@ -353,7 +353,7 @@ def test_missing_directory_names_the_destination(tmp_path: Path) -> None:
         warnings.simplefilter("always")
         with pytest.raises(FileNotFoundError) as info:
             kinetrace.export_chrome_trace(prof, path)
-    assert ".kinetrace-" not in str(info.value)
+    assert ".kinetrace." not in str(info.value)
     assert "missing" in str(info.value)
     assert not [w for w in caught if issubclass(w.category, kinetrace.FallbackWarning)]
     assert not (tmp_path / "missing").exists()
@@ -404,7 +404,7 @@ def test_interrupt_while_making_the_private_directory(
         kinetrace.export_chrome_trace(prof, tmp_path / "t.json")
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path)) == ["systemp"]
-    assert [f for f in os.listdir(tmp_path / "systemp") if f.startswith(".kinetrace-")] == []
+    assert [f for f in os.listdir(tmp_path / "systemp") if f.startswith(".kinetrace.")] == []
 
 
 @old_torch_only
