@@ -27,12 +27,11 @@
 //! overlap rule's buffer and stacks (see [`crate::overlap`]).
 
 use std::collections::{HashMap, HashSet};
-use std::io::BufRead;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::events::{scan_trace, Event, NotAnEvent, ReadOptions, Visitor};
-use crate::lexer::{show, Input, Kind, Stop};
+use crate::lexer::{Input, Kind};
 use crate::members::Source;
 use crate::overlap::{self, Overlaps, Phase};
 use crate::scan::Scanner;
@@ -1038,8 +1037,12 @@ pub(crate) fn check_path(
 
 /// Whether `reader` (plain, or gzip of any number of members) holds exactly one strict JSON
 /// value (the lexer's rules, nesting at most 512 deep): `None`, or the first error (offset
-/// and message). For text that is not a file (the fallback's output, as it is written).
-pub(crate) fn strict_json_error<R: BufRead>(reader: R) -> Result<Option<String>> {
+/// and message). The reference the fallback's one-pass validator is tested against.
+#[cfg(test)]
+pub(crate) fn strict_json_error<R: std::io::BufRead>(reader: R) -> Result<Option<String>> {
+    use crate::error::Error;
+    use crate::lexer::{show, Stop};
+
     let source = Source::detect(reader).map_err(|e| Error::io("cannot read", e))?;
     let mut no_progress = |_| Ok(());
     let mut inp = Input::new(source, &mut no_progress, 512);
@@ -1064,6 +1067,7 @@ pub(crate) fn strict_json_error<R: BufRead>(reader: R) -> Result<Option<String>>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn counts_are_grouped_by_thousands() {

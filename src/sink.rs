@@ -355,6 +355,49 @@ fn resolve_links(path: &Path) -> Result<(PathBuf, Option<fs::Metadata>)> {
     Err(io_error("cannot resolve", path, too_many_links()))
 }
 
+/// Where a destination is written.
+pub(crate) enum Destination {
+    /// In place: it exists and is not a regular file (a FIFO, a device).
+    InPlace,
+    /// Through a new file renamed over `target` (the destination, or the file its symlink
+    /// names), which is in `dir`; `existing`: the file there now.
+    Replace {
+        target: PathBuf,
+        dir: PathBuf,
+        existing: Option<Box<fs::Metadata>>,
+    },
+}
+
+/// Where `path` is written (see [`Destination`]): a directory is refused, and so is an
+/// existing file the caller may not write (mode 0444), with the kernel's own check.
+pub(crate) fn resolve_destination(path: &Path) -> Result<Destination> {
+    let (target, existing) = resolve_links(path)?;
+    match &existing {
+        Some(meta) if meta.is_dir() => {
+            return Err(io_error("cannot write", path, is_a_directory()));
+        }
+        Some(meta) if !meta.is_file() => return Ok(Destination::InPlace),
+        Some(_) => {
+            // The rename would replace a file the caller may not write: refuse as opening
+            // it for writing would.
+            OpenOptions::new()
+                .write(true)
+                .open(&target)
+                .map_err(|e| io_error("cannot write", path, e))?;
+        }
+        None => {}
+    }
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok(Destination::Replace {
+        target,
+        dir,
+        existing: existing.map(Box::new),
+    })
+}
+
 /// The directory a temporary file for `path` goes to: its symbolic links' final target's
 /// (`.` for a bare name). Best effort: a link that cannot be read leaves `path`'s own.
 pub(crate) fn target_dir(path: &Path) -> PathBuf {
@@ -368,33 +411,21 @@ pub(crate) fn target_dir(path: &Path) -> PathBuf {
 /// Opens the file to write: the destination itself when it exists and is not a regular
 /// file, else a new temporary file beside the destination (beside a symlink's target, so
 /// the link keeps pointing at the trace). A file that will replace an existing one gets
-/// that file's permissions.
+/// that file's owner (as far as allowed) and permissions.
 fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
-    let (target, existing) = resolve_links(path)?;
-    match &existing {
-        Some(meta) if meta.is_dir() => {
-            return Err(io_error("cannot write", path, is_a_directory()));
-        }
-        Some(meta) if !meta.is_file() => {
+    let (target, dir, existing) = match resolve_destination(path)? {
+        Destination::InPlace => {
             let file = OpenOptions::new()
                 .write(true)
                 .open(path)
                 .map_err(|e| io_error("cannot open", path, e))?;
             return Ok((file, None));
         }
-        Some(_) => {
-            // The rename would replace a file the caller may not write (mode 0444):
-            // refuse as opening it for writing would, with the kernel's own check.
-            OpenOptions::new()
-                .write(true)
-                .open(&target)
-                .map_err(|e| io_error("cannot write", path, e))?;
-        }
-        None => {}
-    }
-    let dir = match target.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
+        Destination::Replace {
+            target,
+            dir,
+            existing,
+        } => (target, dir, existing),
     };
     let file_name = target
         .file_name()
@@ -419,7 +450,7 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
 /// stays this user's (what the kernel allows is the rule; nothing is raised). Before the
 /// mode is set: a change of owner clears the set-user-ID bits.
 #[cfg(unix)]
-fn keep_owner(file: &File, old: &fs::Metadata) {
+pub(crate) fn keep_owner(file: &File, old: &fs::Metadata) {
     use std::os::unix::fs::MetadataExt;
     use std::os::unix::io::AsRawFd;
     let Ok(new) = file.metadata() else { return };
@@ -436,7 +467,7 @@ fn keep_owner(file: &File, old: &fs::Metadata) {
 }
 
 #[cfg(not(unix))]
-fn keep_owner(_file: &File, _old: &fs::Metadata) {}
+pub(crate) fn keep_owner(_file: &File, _old: &fs::Metadata) {}
 
 #[cfg(test)]
 mod tests {

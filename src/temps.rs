@@ -16,6 +16,12 @@
 //! live process, that are regular files with one link owned by this user and last modified
 //! before now. Anything else (another user's file, another machine's or container's, a
 //! link, a directory, a name that merely resembles the shape) is never touched.
+//!
+//! The one directory of this shape: the torch < 2.13 fallback's *private directory*
+//! ([`private_dir_name`]: prefix `kinetrace`, made by `kinetrace._fallback` with mode 0700),
+//! where Kineto writes its trace (or FIFOs stand in its place). A stale one is removed too,
+//! when it holds nothing but the files Kineto writes there ([`PRIVATE_FILES`]: regular files
+//! with one link, or FIFOs, all owned by this user); a directory holding anything else stays.
 
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
@@ -27,6 +33,13 @@ use std::time::SystemTime;
 
 /// The suffix of every temporary name.
 pub(crate) const SUFFIX: &str = ".kinetrace-tmp";
+
+/// The prefix of the fallback's private directories (see the module docs).
+const PRIVATE_PREFIX: &[u8] = b"kinetrace";
+
+/// The names Kineto writes in a private directory: `trace.json.tmp`, renamed over
+/// `trace.json` when done (`kinetrace._fallback` gives Kineto `trace.json`).
+pub(crate) const PRIVATE_FILES: [&str; 2] = ["trace.json", "trace.json.tmp"];
 
 /// The longest file name most file systems take (Linux's NAME_MAX).
 const NAME_MAX: usize = 255;
@@ -206,6 +219,21 @@ pub(crate) fn create(dir: &Path, file_name: &OsStr) -> io::Result<(File, PathBuf
     }
 }
 
+/// A new name (not yet taken, most likely; the caller creates it exclusively) for a private
+/// directory of the fallback in `dir`, after removing the directory's stale temporaries and
+/// private directories.
+pub(crate) fn private_dir_name(dir: &Path) -> std::ffi::OsString {
+    remove_stale(dir, SystemTime::now());
+    let name = name_for(
+        PRIVATE_PREFIX,
+        PRIVATE_PREFIX.len(),
+        std::process::id(),
+        host_tag(),
+        unpredictable(),
+    );
+    os_name(name)
+}
+
 fn is_name_too_long(e: &io::Error) -> bool {
     #[cfg(unix)]
     return e.raw_os_error() == Some(libc::ENAMETOOLONG);
@@ -244,10 +272,69 @@ fn removable(dir: &Path, name: &OsStr, mut keep: impl FnMut(u32, &fs::Metadata) 
     let Ok(meta) = fs::symlink_metadata(dir.join(name)) else {
         return false;
     };
-    if !meta.file_type().is_file() || !owned_alone(&meta) {
+    let ours = if meta.file_type().is_dir() {
+        is_private_dir_name(name_bytes(name)) && owned(&meta)
+    } else {
+        meta.file_type().is_file() && owned_alone(&meta)
+    };
+    ours && !keep(pid, &meta)
+}
+
+/// Whether `name` (of the temporary shape) has the private directories' prefix.
+fn is_private_dir_name(name: &[u8]) -> bool {
+    let Some(rest) = name.strip_prefix(b".") else {
         return false;
+    };
+    rest.strip_prefix(PRIVATE_PREFIX).is_some_and(|rest| {
+        rest.first() == Some(&b'.') && rest.iter().filter(|&&b| b == b'.').count() == 4
+    })
+}
+
+/// Removes a stale private directory if it holds nothing but [`PRIVATE_FILES`] (regular
+/// files with one link, or FIFOs) owned by this user; true when it is gone.
+fn remove_private_dir(path: &Path) -> bool {
+    let Ok(entries) = fs::read_dir(path) else {
+        return false;
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let Ok(entry) = entry else { return false };
+        let name = entry.file_name();
+        let Ok(meta) = fs::symlink_metadata(entry.path()) else {
+            return false;
+        };
+        let kind = meta.file_type();
+        let known = PRIVATE_FILES.iter().any(|f| OsStr::new(f) == name);
+        let plain = (kind.is_file() && owned_alone(&meta)) || (is_fifo(&kind) && owned(&meta));
+        if !known || !plain {
+            return false;
+        }
+        files.push(entry.path());
     }
-    !keep(pid, &meta)
+    files.iter().all(|f| fs::remove_file(f).is_ok()) && fs::remove_dir(path).is_ok()
+}
+
+#[cfg(unix)]
+fn is_fifo(kind: &fs::FileType) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    kind.is_fifo()
+}
+
+#[cfg(not(unix))]
+fn is_fifo(_kind: &fs::FileType) -> bool {
+    false
+}
+
+#[cfg(unix)]
+fn owned(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    meta.uid() == unsafe { libc::geteuid() }
+}
+
+#[cfg(not(unix))]
+fn owned(_meta: &fs::Metadata) -> bool {
+    false
 }
 
 #[cfg(unix)]
@@ -294,7 +381,16 @@ fn remove_where(dir: &Path, mut keep: impl FnMut(u32, &fs::Metadata) -> bool) ->
         if !name_bytes(&name).ends_with(suffix) {
             continue;
         }
-        if removable(dir, &name, &mut keep) && fs::remove_file(dir.join(&name)).is_ok() {
+        if !removable(dir, &name, &mut keep) {
+            continue;
+        }
+        let path = dir.join(&name);
+        let gone = if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            remove_private_dir(&path)
+        } else {
+            fs::remove_file(&path).is_ok()
+        };
+        if gone {
             removed += 1;
         }
     }
@@ -427,6 +523,51 @@ mod tests {
     }
 
     #[cfg(unix)]
+    #[cfg(unix)]
+    #[test]
+    fn stale_private_directories_holding_only_kinetos_files_are_removed() {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let dir = scratch("stale-private");
+        let (host, dead, me) = (host_tag(), dead_pid(), std::process::id());
+        let private = |pid: u32, random: &str| {
+            let path = dir.join(format!(".kinetrace.{pid}.{host:08x}.{random}{SUFFIX}"));
+            fs::create_dir(&path).unwrap();
+            path
+        };
+        // Stale: Kineto's two files, a FIFO in a file's place (the FIFO way), nothing.
+        let both = private(dead, "0000000000000001");
+        fs::write(both.join("trace.json"), b"{").unwrap();
+        fs::write(both.join("trace.json.tmp"), b"{").unwrap();
+        let fifo = private(dead, "0000000000000002");
+        let c_path = CString::new(fifo.join("trace.json").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        private(dead, "0000000000000003");
+        // Kept: anything else inside, a live process's, a hard-linked file inside.
+        let other = private(dead, "0000000000000004");
+        fs::write(other.join("trace.json"), b"{").unwrap();
+        fs::write(other.join("notes.txt"), b"mine").unwrap();
+        let live = private(me, "0000000000000005");
+        fs::write(live.join("trace.json"), b"{").unwrap();
+        let linked = private(dead, "0000000000000006");
+        fs::write(dir.join("elsewhere"), b"{").unwrap();
+        fs::hard_link(dir.join("elsewhere"), linked.join("trace.json")).unwrap();
+        let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(remove_stale(&dir, SystemTime::now()), 3);
+        let mut expected = vec![name(&other), name(&live), name(&linked), "elsewhere".into()];
+        expected.sort();
+        assert_eq!(entries(&dir), expected);
+        assert_eq!(fs::read(other.join("notes.txt")).unwrap(), b"mine");
+        // A new name has the shape, this process's pid and this host's tag.
+        let fresh = private_dir_name(&dir);
+        assert_eq!(parse(name_bytes(&fresh)), Some((me, host)));
+        assert!(is_private_dir_name(name_bytes(&fresh)));
+        assert!(!is_private_dir_name(
+            format!(".t.json.{me}.{host:08x}.0123456789abcdef{SUFFIX}").as_bytes()
+        ));
+    }
+
     #[test]
     fn a_killed_childs_temporaries_are_removed_by_pid() {
         let dir = scratch("by-pid");

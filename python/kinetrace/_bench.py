@@ -308,52 +308,73 @@ def compare_kineto_writer(
     repeat: int = 1,
 ) -> list[Row]:
     """torch's own ``export_chrome_trace`` against ``kinetrace.export_chrome_trace`` (on
-    torch < 2.13 its fallback), each run on a fresh profile from ``record()`` (Kineto's
-    ``save`` works once per result). Rows in table order; only exporters timed, so there is
-    no accessor-floor row."""
+    torch < 2.13 its fallback). Kineto's ``save`` works once per result, so every export
+    runs on a fresh profile from ``record()`` (not timed). Each of ``repeat`` rounds exports
+    once per exporter and format, stock and kinetrace in alternating order (which goes
+    first changes from one format and round to the next, so neither always meets a warmer
+    or a busier machine); each row holds the median of its rounds and the peak memory
+    growth of any. Rows in table order; only exporters timed, so there is no
+    accessor-floor row."""
+    import statistics
     import warnings
 
     from kinetrace import _fallback
 
     os.makedirs(out_dir, exist_ok=True)
-    rows: list[Row] = []
+    rounds = max(1, repeat)
 
-    def best_of(export: Callable[[Any, str], Any], path: str) -> float:
-        best = float("inf")
-        peak = 0
-        for _ in range(max(1, repeat)):
-            prof = record()
-            gc.collect()
-            with _PeakRss() as rss:
-                t0 = time.perf_counter()
-                export(prof, path)
-                best = min(best, time.perf_counter() - t0)
-            peak = max(peak, rss.growth)
-            del prof
-        _last_peak[0] = peak
-        return best
+    def stock_export(prof: Any, path: str) -> None:
+        prof.export_chrome_trace(path)
 
     def kinetrace_export(prof: Any, path: str) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", _fallback.FallbackWarning)
             _export.export_chrome_trace(prof, path)
 
-    runs = f"best of {max(1, repeat)}, a fresh profile each" if repeat > 1 else "1 run"
-    for fmt in formats:
-        path = os.path.join(out_dir, f"stock.{fmt}")
-        seconds = best_of(lambda prof, p: prof.export_chrome_trace(p), path)
-        note = "torch's own gzip copy, level 9" if fmt == "json.gz" else "Kineto's writer"
-        how = f"prof.export_chrome_trace(path), {runs}"
-        rows.append(_row("stock C++", fmt, seconds, _size(path), None, note, how))
+    exporters = {"stock C++": stock_export, "kinetrace": kinetrace_export}
+    times: dict[tuple[str, str], list[float]] = {}
+    peaks: dict[tuple[str, str], int] = {}
+    for r in range(rounds):
+        for k, fmt in enumerate(formats):
+            order = list(exporters) if (r + k) % 2 == 0 else list(exporters)[::-1]
+            for name in order:
+                prof = record()
+                path = os.path.join(out_dir, f"{'stock' if name == 'stock C++' else name}.{fmt}")
+                gc.collect()
+                with _PeakRss() as rss:
+                    t0 = time.perf_counter()
+                    exporters[name](prof, path)
+                    elapsed = time.perf_counter() - t0
+                times.setdefault((name, fmt), []).append(elapsed)
+                peaks[name, fmt] = max(peaks.get((name, fmt), 0), rss.growth)
+                del prof
+    rows: list[Row] = []
     own_formatter = has_trace_activities()
-    for fmt in formats:
-        path = os.path.join(out_dir, f"kinetrace.{fmt}")
-        seconds = best_of(kinetrace_export, path)
-        note = "torch Python-exporter bytes" if own_formatter else "Kineto's writer, streamed"
-        if fmt == "json.gz":
-            note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
-        how = f"kinetrace.export_chrome_trace(prof, path), {runs}"
-        rows.append(_row("kinetrace", fmt, seconds, _size(path), None, note, how))
+    runs = f"median of {rounds} rounds" if rounds > 1 else "1 run"
+    for name in exporters:
+        for fmt in formats:
+            if name == "stock C++":
+                note = "torch's own gzip copy, level 9" if fmt == "json.gz" else "Kineto's writer"
+                how = "prof.export_chrome_trace(path)"
+            else:
+                note = "torch Python-exporter bytes" if own_formatter else "Kineto's writer"
+                if fmt == "json.gz":
+                    note += f", level {_export.DEFAULT_COMPRESSLEVEL}"
+                how = "kinetrace.export_chrome_trace(prof, path)"
+            path = os.path.join(out_dir, f"{'stock' if name == 'stock C++' else name}.{fmt}")
+            how += f", a fresh profile each run, {runs}, order alternating with the peer"
+            rows.append(
+                Row(
+                    name,
+                    fmt,
+                    statistics.median(times[name, fmt]),
+                    _size(path),
+                    note=note,
+                    peak_rss=peaks[name, fmt],
+                    activities=None,  # not counted: the count would read a result an export reads
+                    how=how,
+                )
+            )
     _add_ratios(rows)
     return rows
 

@@ -13,6 +13,7 @@ __all__ = [
     "EXTERNAL_ID_EXCLUDED",
     "POLL_INTERVAL_MS",
     "_Exporter",
+    "_FallbackFile",
     "_FallbackStream",
     "_GzipEncoder",
     "__version__",
@@ -303,5 +304,21 @@ class _FallbackStream:
         trace_name: tuple[bytes, bytes] | None = None,
         metadata: list[tuple[str, str]] = ...,
     ) -> _FallbackStream: ...
+    def finish(self) -> tuple[int, int, int] | None: ...
+    def abort(self) -> None: ...
+
+@final
+class _FallbackFile:
+    def __new__(
+        cls,
+        path: str | PathLike[str],
+        dst: str | PathLike[str],
+        trace_name: tuple[bytes, bytes] | None = None,
+        metadata: list[tuple[str, str]] = ...,
+    ) -> Self: ...
+    @staticmethod
+    def directory(dst: str | PathLike[str]) -> PathLike[str] | None: ...
+    @staticmethod
+    def private_name(dir: str | PathLike[str]) -> PathLike[str]: ...
     def finish(self) -> tuple[int, int, int] | None: ...
     def abort(self) -> None: ...
