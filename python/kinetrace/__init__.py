@@ -24,7 +24,7 @@ from kinetrace._kinetrace import __version__
 from kinetrace._merge import MergedProcess, MergedRank, MergeResult, MergeWarning, merge_traces
 from kinetrace._repair import Change, RepairReport, repair_trace
 from kinetrace._split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
-from kinetrace._tools import CompressResult, compress_trace
+from kinetrace._compress import CompressResult, compress_trace
 from kinetrace._workers import WorkerError
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""``kinetrace compress`` (``kinetrace._tools``), called in-process, and Ctrl-C in the tools
+"""``kinetrace compress`` (``kinetrace._compress``), called in-process, and Ctrl-C in the tools
 over trace files (``check``, ``compress``). ``check`` itself: ``test_check.py``."""
 
 from __future__ import annotations
