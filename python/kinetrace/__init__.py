@@ -10,6 +10,7 @@ The profiler lifecycle names (``profile``, ``schedule``, ``tensorboard_trace_han
 from typing import TYPE_CHECKING, Any
 
 from kinetrace._check import CheckReport, Example, Finding, TraceInfo, TrackCount, check_trace
+from kinetrace._compress import CompressResult, compress_trace
 from kinetrace._errors import TraceFormatError
 from kinetrace._export import (
     DEFAULT_COMPRESSLEVEL,
@@ -24,7 +25,6 @@ from kinetrace._kinetrace import __version__
 from kinetrace._merge import MergedProcess, MergedRank, MergeResult, MergeWarning, merge_traces
 from kinetrace._repair import Change, RepairReport, repair_trace
 from kinetrace._split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
-from kinetrace._compress import CompressResult, compress_trace
 from kinetrace._workers import WorkerError
 
 if TYPE_CHECKING:

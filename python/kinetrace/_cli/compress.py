@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from kinetrace._cli.args import add_gzip_options, fail
-from kinetrace._text import size
 from kinetrace._compress import compress_trace, is_gzip
+from kinetrace._text import size
 
 __all__ = ["add_parser", "cmd_compress"]
 
