@@ -240,7 +240,9 @@ def compat(session: nox.Session, torch: str) -> None:
     _install_suite_wheel(session)
     _pytest(session, "tests/compat")
     iterations = os.environ.get("KINETRACE_COMPAT_ITERATIONS", "10000")
-    session.run("python", "benches/compat_timing.py", "--iterations", iterations)
+    # The table, and its ratios against the committed ones (benches/results/compat.json;
+    # a ratio that moved by more than 25% is marked, never failing the session).
+    session.run("python", "benches/compat_timing.py", "--compare", "--iterations", iterations)
 
 
 # --------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ with gzip.open("trace.json.gz") as f:
 names = {e.get("name") for e in trace["traceEvents"]}
 assert {"aten::mm", "aten::relu"} <= names, sorted(map(str, names))[:20]
 report = kinetrace.check_trace("trace.json.gz")
-assert report.valid and report.events == len(trace["traceEvents"]), report.format()
+assert report.valid and report.info.events == len(trace["traceEvents"]), report.format()
 print(f"exported {stats.events} events, {os.path.getsize('trace.json.gz')} bytes, "
       f"kinetrace {kinetrace.__version__}, torch {torch.__version__}")
 EOF
@@ -122,14 +122,14 @@ events = [{"name": f"op{i}", "ph": "X", "cat": "cpu_op", "ts": i * 2.0, "dur": 1
 with open("trace.json", "w") as f:
     json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
 report = kinetrace.check_trace("trace.json")
-assert report.valid and report.events == 5000, report.format()
+assert report.valid and report.info.events == 5000, report.format()
 
 # `kinetrace compress trace.json`, in this process: a child would need binfmt to start
 assert main(["compress", "trace.json"]) == 0
 with gzip.open("trace.json.gz") as f:
     assert json.load(f)["traceEvents"] == events
 report = kinetrace.check_trace("trace.json.gz")
-assert report.valid and report.events == 5000 and report.gzip_members == 1, report.format()
+assert report.valid and report.info.events == 5000 and report.info.gzip_members == 1, report.format()
 with open("broken.json", "w") as f:  # a truncated file is reported, not a crash
     f.write('{"traceEvents": [{"ph": "X"')
 assert not kinetrace.check_trace("broken.json").valid

@@ -20,12 +20,26 @@ use std::sync::Mutex;
 
 use crate::error::{panic_message, Error, Result};
 use crate::interrupt::POLL;
-use crate::lexer::{Input, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
+use crate::lexer::{Input, Invalid, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
 use crate::members::Source;
 use crate::scan::{self, Scanner};
 
 /// Deepest nesting accepted in the input.
 const MAX_DEPTH: usize = 512;
+
+/// Most bytes of one top-level member or one event: each is held in memory whole, so a
+/// bigger one (or an endless one) is refused, at its offset, before memory runs out.
+pub(crate) const MAX_VALUE: usize = 64 << 20;
+
+/// A visitor's error: a fault it found in what it was told (a trace-format error with no
+/// place, such as more text than it can keep) is placed at `at`, the offset of the member or
+/// event; anything else stops the read as it is.
+fn visitor_error<R: BufRead>(inp: &Input<'_, R>, at: u64, e: Error) -> Stop {
+    match e {
+        Error::TraceFormat(t) if t.offset.is_none() => inp.fail_at(at, t.message),
+        e => Stop::Fatal(e),
+    }
+}
 
 /// One event as read, with its raw text.
 pub(crate) struct Event<'a> {
@@ -41,6 +55,9 @@ pub(crate) struct Event<'a> {
     pub(crate) dur: Option<f64>,
     /// (`cat`, `id`) of a flow end, type-tagged.
     pub(crate) flow_key: Option<&'a [u8]>,
+    /// Where the event starts in the decompressed JSON, and its index in `traceEvents`.
+    pub(crate) offset: u64,
+    pub(crate) index: u64,
     /// Where the value of each field of [`field_slot`] is in `raw`, as written (a string
     /// with its quotes): (start, end), empty when the field is missing or an object or an
     /// array. `merge` rewrites `pid`, `ts` and `id` there.
@@ -87,6 +104,26 @@ pub(crate) trait Visitor {
     fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()>;
     /// One element of `traceEvents`.
     fn event(&mut self, ev: &Event<'_>) -> Result<()>;
+    /// Whether elements of `traceEvents` that are not trace events (not an object, or no
+    /// string `"ph"`) go to [`Visitor::not_an_event`]; by default they end the read ("not a
+    /// trace").
+    fn lenient(&self) -> bool {
+        false
+    }
+    /// An element of `traceEvents` that is not a trace event, at `offset` with `index`
+    /// (only called when [`Visitor::lenient`]).
+    fn not_an_event(&mut self, _offset: u64, _index: u64, _what: NotAnEvent) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Why an element of `traceEvents` is not a trace event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotAnEvent {
+    /// It is a JSON value of this kind, not an object.
+    NotObject(Kind),
+    /// An object without a string `"ph"` (this kind of `"ph"`, `Missing` when absent).
+    NoPhase(Kind),
 }
 
 /// The text of the fields an event is read for, as the lexer decodes them (reused).
@@ -164,10 +201,11 @@ fn walk(
     let mut b = inp.ws_expect("a key or '}'")?;
     if b != b'}' {
         loop {
+            let at = inp.offset();
             inp.start_capture();
             inp.key(b, &mut t.key)?;
             if t.key == b"traceEvents" {
-                inp.end_capture();
+                inp.end_capture()?;
                 if seen_events {
                     return Err(inp.fail("duplicate key \"traceEvents\""));
                 }
@@ -178,8 +216,9 @@ fn walk(
                 events(inp, &mut t, v, chunked)?;
             } else {
                 inp.value(1, None)?;
-                let raw = inp.end_capture();
-                v.header(&t.key, raw, seen_events).map_err(Stop::Fatal)?;
+                let raw = inp.end_capture()?;
+                let told = v.header(&t.key, raw, seen_events);
+                told.map_err(|e| visitor_error(inp, at, e))?;
             }
             match inp.next_item(b'}', "a key", "after a top-level value")? {
                 Some(next) => b = next,
@@ -237,6 +276,8 @@ fn read_events<R: BufRead>(
     mut index: u64,
     stop_at: &mut dyn FnMut(u64) -> bool,
 ) -> PResult<Stopped> {
+    // The input ending here ends it after the previous event, as a sequential read says.
+    inp.event = Some(index.saturating_sub(1));
     let mut b = inp.ws_expect("an event")?;
     loop {
         inp.event = Some(index);
@@ -271,15 +312,16 @@ fn fast_event<R: BufRead>(
     v: &mut dyn Visitor,
 ) -> PResult<bool> {
     inp.ensure(scan::WINDOW)?;
+    let at = (inp.offset(), inp.event.unwrap_or(0));
     let buf = &inp.buf[inp.pos..inp.len];
     let Some((len, spans)) = scan_event(buf) else {
         return Ok(false);
     };
     let raw = &buf[..len];
-    let Ok(ev) = make_event(raw, texts(raw, &spans), value_spans(&spans), keys) else {
+    let Ok(ev) = make_event(raw, texts(raw, &spans), value_spans(&spans), keys, at) else {
         return Ok(false);
     };
-    v.event(&ev).map_err(Stop::Fatal)?;
+    v.event(&ev).map_err(|e| visitor_error(inp, at.0, e))?;
     inp.pos += len;
     Ok(true)
 }
@@ -356,18 +398,19 @@ fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
     }
 }
 
-/// The event with text `raw` and the given fields; the error says why it is not a trace
-/// event.
+/// The event with text `raw`, the given fields, at (offset, index); the error says why it is
+/// not a trace event (the kind of its `"ph"`).
 fn make_event<'a>(
     raw: &'a [u8],
     fields: FieldTexts<'a>,
     values: ValueSpans,
     keys: &'a mut Keys,
-) -> std::result::Result<Event<'a>, &'static str> {
+    (offset, index): (u64, u64),
+) -> std::result::Result<Event<'a>, NotAnEvent> {
     let [(ph_kind, ph), (cat_kind, cat), (name_kind, name), (pid_kind, pid), (tid_kind, tid), (ts_kind, ts), (dur_kind, dur), (id_kind, id)] =
         fields;
     if ph_kind != Kind::Str {
-        return Err("not a trace: the event has no string \"ph\"");
+        return Err(NotAnEvent::NoPhase(ph_kind));
     }
     keys.pid_key.clear();
     if matches!(pid_kind, Kind::Str | Kind::Num) {
@@ -405,6 +448,8 @@ fn make_event<'a>(
         ts: number(ts_kind, ts),
         dur: number(dur_kind, dur),
         flow_key: if is_flow { Some(&keys.flow_key) } else { None },
+        offset,
+        index,
         values,
     })
 }
@@ -417,14 +462,20 @@ fn event<R: BufRead>(
     first: u8,
     v: &mut dyn Visitor,
 ) -> PResult<()> {
+    let start = inp.offset();
+    let index = inp.event.unwrap_or(0);
     if first != b'{' {
         let k = inp.value(2, None)?;
-        return Err(inp.fail(format!(
-            "not a trace: the event is {}, not an object",
-            k.describe()
-        )));
+        if v.lenient() {
+            return v
+                .not_an_event(start, index, NotAnEvent::NotObject(k))
+                .map_err(Stop::Fatal);
+        }
+        return Err(inp.fail_at(
+            start,
+            format!("not a trace: the event is {}, not an object", k.describe()),
+        ));
     }
-    let start = inp.offset();
     inp.start_capture();
     inp.pos += 1;
     let mut kinds = [Kind::Missing; 8];
@@ -458,10 +509,11 @@ fn event<R: BufRead>(
             *slot = (kinds[i], &t.fields[i]);
         }
     }
-    let raw = inp.end_capture();
-    match make_event(raw, fields, values, keys) {
-        Ok(ev) => v.event(&ev).map_err(Stop::Fatal),
-        Err(msg) => Err(inp.fail_at(start, msg)),
+    let raw = inp.end_capture()?;
+    match make_event(raw, fields, values, keys, (start, index)) {
+        Ok(ev) => v.event(&ev).map_err(|e| visitor_error(inp, start, e)),
+        Err(what) if v.lenient() => v.not_an_event(start, index, what).map_err(Stop::Fatal),
+        Err(_) => Err(inp.fail_at(start, "not a trace: the event has no string \"ph\"")),
     }
 }
 
@@ -482,6 +534,33 @@ pub(crate) fn read_trace_with(
     progress: &mut dyn FnMut(u64) -> Result<()>,
     options: ReadOptions,
 ) -> Result<u64> {
+    let end = scan_trace(path, v, progress, options)?;
+    match end.invalid {
+        None => Ok(end.json_bytes),
+        Some(invalid) => Err(Error::trace_format(path, invalid)),
+    }
+}
+
+/// How a read of a trace ended (see [`scan_trace`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReadEnd {
+    /// Bytes of JSON read (decompressed): all of them, or up to where the text is invalid.
+    pub(crate) json_bytes: u64,
+    /// Gzip members started (0 for plain JSON).
+    pub(crate) gzip_members: u32,
+    /// Why the text is not a trace, where reading stopped; `None` when it all read.
+    pub(crate) invalid: Option<Invalid>,
+}
+
+/// Reads the trace at `path` once, telling `v` about it, up to its end or to where it is not
+/// valid: an invalid trace is reported in the result, not as an error. Errors are I/O
+/// failures (naming the file) and what `v` or `progress` return.
+pub(crate) fn scan_trace(
+    path: &Path,
+    v: &mut dyn Visitor,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+    options: ReadOptions,
+) -> Result<ReadEnd> {
     let cannot_read = |e| Error::io(format!("cannot read {}", path.display()), e);
     let file =
         File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
@@ -490,10 +569,49 @@ pub(crate) fn read_trace_with(
     let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file)).map_err(cannot_read)?;
     let chunked = Chunked::new(&shared, len, &source, options);
     let mut inp = Input::new(source, progress, MAX_DEPTH);
-    match walk(&mut inp, v, chunked.as_ref()) {
-        Ok(()) => Ok(inp.offset()),
+    inp.capture_limit = MAX_VALUE;
+    let invalid = match walk(&mut inp, v, chunked.as_ref()) {
+        Ok(()) => None,
+        Err(Stop::Invalid(invalid)) => Some(invalid),
+        Err(Stop::Read(e)) => return Err(cannot_read(e)),
+        Err(Stop::Fatal(e)) => return Err(e),
+    };
+    Ok(ReadEnd {
+        json_bytes: inp.offset(),
+        gzip_members: inp.inner.members(),
+        invalid,
+    })
+}
+
+/// Checks the trace in `file` (opened from `path`, which names it in errors) as
+/// [`read_trace`] does (one thread, in order), telling `tap`
+/// every decompressed byte as it is read, before it is checked: `compress` writes the
+/// bytes out as they are checked, and fails on the first fault. Returns the bytes of JSON
+/// and the gzip members of the source (0 for plain JSON).
+pub(crate) fn check_through(
+    path: &Path,
+    file: File,
+    tap: &mut dyn FnMut(&[u8]) -> Result<()>,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<(u64, u32)> {
+    struct Nothing;
+    impl Visitor for Nothing {
+        fn header(&mut self, _: &[u8], _: &[u8], _: bool) -> Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, _: &Event<'_>) -> Result<()> {
+            Ok(())
+        }
+    }
+    let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file))
+        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+    let mut inp = Input::new(source, progress, MAX_DEPTH);
+    inp.capture_limit = MAX_VALUE;
+    inp.tap = Some(tap);
+    match walk(&mut inp, &mut Nothing, None) {
+        Ok(()) => Ok((inp.offset(), inp.inner.members())),
         Err(Stop::Invalid(invalid)) => Err(Error::trace_format(path, invalid)),
-        Err(Stop::Read(e)) => Err(cannot_read(e)),
+        Err(Stop::Read(e)) => Err(Error::io(format!("cannot read {}", path.display()), e)),
         Err(Stop::Fatal(e)) => Err(e),
     }
 }
@@ -831,8 +949,15 @@ impl<'f> Chunked<'f> {
                     for ev in &chunk.events {
                         let (start, len) = (ev.start as usize, ev.len as usize);
                         let raw = &chunk.text[start..start + len];
-                        match make_event(raw, texts(raw, &ev.spans), value_spans(&ev.spans), keys) {
-                            Ok(e) => v.event(&e).map_err(Stop::Fatal)?,
+                        let at = (chunk.start + ev.start as u64, index);
+                        let values = value_spans(&ev.spans);
+                        match make_event(raw, texts(raw, &ev.spans), values, keys, at) {
+                            Ok(e) => {
+                                if let Err(e) = v.event(&e) {
+                                    inp.event = Some(index);
+                                    return Err(visitor_error(inp, at.0, e));
+                                }
+                            }
                             Err(_) => {
                                 end = ChunkEnd::Unsure(start);
                                 break;
@@ -905,7 +1030,9 @@ mod tests {
                 .collect();
             writeln!(
                 self.0,
-                "event {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                "event {} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                ev.offset,
+                ev.index,
                 String::from_utf8_lossy(ev.raw),
                 ev.ph,
                 ev.cat,

@@ -153,6 +153,9 @@ fn push_char(out: &mut Option<&mut Vec<u8>>, cp: u32) {
     }
 }
 
+/// What [`Input::tap`] calls with the bytes read.
+pub(crate) type Tap<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
+
 /// The decompressed input, buffered, with the position as an absolute offset.
 pub(crate) struct Input<'a, R: BufRead> {
     pub(crate) inner: Source<R>,
@@ -173,6 +176,13 @@ pub(crate) struct Input<'a, R: BufRead> {
     capture: Option<usize>,
     /// The recorded bytes from earlier buffers.
     captured: Vec<u8>,
+    /// Offset of the stretch being recorded, and the most bytes it may have (memory stays
+    /// bounded whatever the input: a longer stretch is an error naming its offset).
+    capture_offset: u64,
+    pub(crate) capture_limit: usize,
+    /// Told every byte read, in order, before it is looked at (`compress` writes the bytes
+    /// it checks): not with a parallel read, which reads the file itself.
+    pub(crate) tap: Option<&'a mut Tap<'a>>,
 }
 
 impl<'a, R: BufRead> Input<'a, R> {
@@ -196,6 +206,9 @@ impl<'a, R: BufRead> Input<'a, R> {
             stack: Vec::new(),
             capture: None,
             captured: Vec::new(),
+            capture_offset: 0,
+            capture_limit: usize::MAX,
+            tap: None,
         }
     }
 
@@ -204,15 +217,32 @@ impl<'a, R: BufRead> Input<'a, R> {
     pub(crate) fn start_capture(&mut self) {
         self.captured.clear();
         self.capture = Some(self.pos);
+        self.capture_offset = self.offset();
     }
 
-    /// Stops recording: the raw bytes from [`Input::start_capture`] up to the position.
+    /// Stops recording: the raw bytes from [`Input::start_capture`] up to the position; an
+    /// error if they are more than [`Input::capture_limit`].
     #[inline]
-    pub(crate) fn end_capture(&mut self) -> &[u8] {
+    pub(crate) fn end_capture(&mut self) -> PResult<&[u8]> {
         if let Some(start) = self.capture.take() {
             self.captured.extend_from_slice(&self.buf[start..self.pos]);
+            self.check_capture()?;
         }
-        &self.captured
+        Ok(&self.captured)
+    }
+
+    fn check_capture(&self) -> PResult<()> {
+        if self.captured.len() <= self.capture_limit {
+            return Ok(());
+        }
+        Err(self.fail_at(
+            self.capture_offset,
+            format!(
+                "too large: more than {} MiB in one top-level member or event (the most \
+                 held in memory at once)",
+                self.capture_limit >> 20
+            ),
+        ))
     }
 
     #[inline]
@@ -248,6 +278,7 @@ impl<'a, R: BufRead> Input<'a, R> {
         if let Some(start) = self.capture {
             self.captured.extend_from_slice(&self.buf[start..self.len]);
             self.capture = Some(0);
+            self.check_capture()?;
         }
         self.base += self.len as u64;
         self.pos = 0;
@@ -292,6 +323,9 @@ impl<'a, R: BufRead> Input<'a, R> {
                     return Ok(());
                 }
                 Ok(n) => {
+                    if let Some(tap) = &mut self.tap {
+                        tap(&self.buf[self.len..self.len + n]).map_err(Stop::Fatal)?;
+                    }
                     self.len += n;
                     break;
                 }
@@ -467,6 +501,7 @@ impl<'a, R: BufRead> Input<'a, R> {
         for &w in word {
             match self.peek()? {
                 Some(b) if b == w => self.pos += 1,
+                None => return Err(self.fail("unexpected end of file in a literal")),
                 _ => {
                     let word = std::str::from_utf8(word).expect("ASCII");
                     return Err(self.fail_at(at, format!("invalid literal (expected {word})")));

@@ -33,12 +33,16 @@ mod interrupt;
 mod lexer;
 mod members;
 mod merge;
+mod overlap;
 mod pipeline;
 mod recompress;
 mod render;
+mod repair;
 mod scan;
 mod sink;
 mod split;
+mod temps;
+mod tolerant;
 mod trace;
 
 #[cfg(test)]

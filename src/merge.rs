@@ -67,7 +67,7 @@
 //! without state.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -491,6 +491,7 @@ fn base_in<'a>(
 fn head_members<R: std::io::BufRead>(source: Source<R>) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut no_progress = |_| Ok(());
     let mut inp = Input::new(source, &mut no_progress, 512);
+    inp.capture_limit = crate::events::MAX_VALUE;
     let mut key = Vec::new();
     let mut members = Vec::new();
     let read = (|| -> std::result::Result<bool, Stop> {
@@ -506,11 +507,11 @@ fn head_members<R: std::io::BufRead>(source: Source<R>) -> Option<Vec<(Vec<u8>, 
             inp.start_capture();
             inp.key(b, &mut key)?;
             if key == b"traceEvents" {
-                inp.end_capture();
+                inp.end_capture()?;
                 return Ok(true);
             }
             inp.value(1, None)?;
-            let raw = inp.end_capture().to_vec();
+            let raw = inp.end_capture()?.to_vec();
             members.push((key.clone(), raw));
             if members.len() > 10_000 {
                 return Ok(false);
@@ -1336,6 +1337,8 @@ impl Visitor for Rewriting<'_, '_> {
             dur: ev.dur,
             flow_key: ev.flow_key,
             values: ev.values,
+            offset: ev.offset,
+            index: ev.index,
         };
         if !self.ctx.cutting {
             let ts = self.rewrite(ev)?;
@@ -1779,18 +1782,17 @@ pub(crate) fn merge(
                 ".json"
             };
             let stem = stem(&name).to_string();
-            let pid = std::process::id();
             for i in 0..parts {
                 let fin = dir.join(format!("{stem}.part-{:03}-of-{parts:03}{suffix}", i + 1));
-                let temp = dir.join(format!(
-                    ".{}.{pid}.kinetrace-part.json",
-                    fin.file_name().expect("a file name").to_string_lossy()
-                ));
-                let file = fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&temp)
-                    .map_err(|e| Error::io(format!("cannot create {}", temp.display()), e))?;
+                let (file, temp) =
+                    crate::temps::create(&dir, fin.file_name().expect("a file name")).map_err(
+                        |e| {
+                            Error::io(
+                                format!("cannot create a temporary file for {}", fin.display()),
+                                e,
+                            )
+                        },
+                    )?;
                 temps.paths.push(temp.clone());
                 let mut w =
                     TraceWriter::new(OutFile::Part(BufWriter::with_capacity(PART_BUFFER, file)));
@@ -2178,6 +2180,7 @@ mod tests {
     use crate::testing::scratch;
     use serde_json::Value;
     use std::collections::BTreeMap;
+    use std::fs;
 
     fn no_progress() -> impl FnMut(u64) -> Result<()> {
         |_| Ok(())

@@ -1,13 +1,13 @@
 //! `kinetrace compress`: re-encode a trace file (plain, or gzip of any number of members) as
-//! ONE gzip member with the parallel encoder, streamed in constant memory.
+//! ONE gzip member with the parallel encoder, streamed in constant memory and checked on the
+//! way with the strict reader `split` and `filter` use ([`crate::events`]): what is not a
+//! trace (truncated, NaN, a byte-order mark, invalid UTF-8, empty, endless) fails at the
+//! offset of its first fault, and nothing is left.
 
-use std::fs::File;
-use std::io::{self, BufReader, Read};
 use std::path::Path;
 
-use crate::error::{Error, Result};
-use crate::lexer::{BUF_SIZE, PROGRESS_EVERY};
-use crate::members::Source;
+use crate::error::Result;
+use crate::events;
 use crate::sink::{Encoding, Sink};
 
 /// Byte counts of [`recompress`].
@@ -22,9 +22,10 @@ pub(crate) struct RecompressStats {
 }
 
 /// Streams `src` (plain, or gzip with any number of members) into `dst` as ONE gzip member
-/// with the parallel encoder. The output is atomic (see [`crate::sink`]): on any error,
-/// including `progress` failing, the temporary file is removed and an existing `dst` is
-/// untouched; `dst` may be `src` itself. The content is not validated.
+/// with the parallel encoder, checking it as a trace on the way (the faults of
+/// [`events::read_trace`], as [`crate::error::Error::TraceFormat`] with the offset). The output
+/// is atomic (see [`crate::sink`]): on any error, including `progress` failing, the
+/// temporary file is removed and an existing `dst` is untouched; `dst` may be `src` itself.
 pub(crate) fn recompress(
     src: &Path,
     dst: &Path,
@@ -33,63 +34,40 @@ pub(crate) fn recompress(
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<RecompressStats> {
     let encoding = Encoding::Gzip { level, threads }.validate()?;
-    let file =
-        File::open(src).map_err(|e| Error::io(format!("cannot open {}", src.display()), e))?;
-    let read_error = |e: io::Error, done: u64| {
-        if e.raw_os_error().is_some() {
-            Error::io(format!("cannot read {}", src.display()), e)
-        } else {
-            // Corrupt or truncated gzip: an OSError without errno on the Python side, as
-            // Python's gzip.BadGzipFile is.
-            Error::io(
-                format!(
-                    "cannot decompress {} (after {done} bytes of output)",
-                    src.display()
-                ),
-                io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
-            )
-        }
-    };
-    let mut source =
-        Source::detect(BufReader::with_capacity(BUF_SIZE, file)).map_err(|e| read_error(e, 0))?;
+    // Opened once (a FIFO has one writer to meet), before the output exists: a missing
+    // source leaves nothing to remove.
+    let file = std::fs::File::open(src)
+        .map_err(|e| crate::error::Error::io(format!("cannot open {}", src.display()), e))?;
     let mut sink = Sink::create(dst, encoding)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut done = 0u64;
-    let mut next_progress = PROGRESS_EVERY;
-    loop {
-        let n = match source.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(read_error(e, done)),
-        };
-        sink.write_all(&buf[..n])?;
-        done += n as u64;
-        if done >= next_progress {
-            next_progress = done + PROGRESS_EVERY;
-            progress(done)?;
-        }
-    }
+    let mut write = |bytes: &[u8]| sink.write_all(bytes);
+    let (json_bytes, source_members) = events::check_through(src, file, &mut write, progress)?;
     let stats = sink.finish()?;
+    debug_assert_eq!(stats.uncompressed_bytes, json_bytes);
     Ok(RecompressStats {
-        json_bytes: stats.uncompressed_bytes,
+        json_bytes,
         file_bytes: stats.file_bytes,
-        source_members: source.members(),
+        source_members,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::testing::scratch;
     use flate2::write::GzEncoder;
     use flate2::Compression;
-    use std::io::Write;
+    use std::io::{self, Read, Write};
 
-    const GOOD: &str = r#"{"schemaVersion": 1, "traceEvents": [
-{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":7,"tid":7,"ts":10.5,"dur":800.25,"args":{"External id": 1}}
-], "traceName": "t.json"}
-"#;
+    const EVENT: &str = r#"{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":7,"tid":7,"ts":10.5,"dur":800.25,"args":{"External id": 1}}"#;
+
+    /// A valid trace of `events` events.
+    fn trace(events: usize) -> String {
+        let body = vec![EVENT; events].join(",\n");
+        format!(
+            "{{\"schemaVersion\": 1, \"traceEvents\": [\n{body}\n], \"traceName\": \"t.json\"}}\n"
+        )
+    }
 
     fn no_progress() -> impl FnMut(u64) -> Result<()> {
         |_| Ok(())
@@ -124,7 +102,7 @@ mod tests {
     #[test]
     fn recompress_plain_and_multi_member() {
         let dir = scratch("recompress");
-        let doc = GOOD.repeat(200);
+        let doc = trace(200);
         let plain = dir.join("t.json");
         std::fs::write(&plain, &doc).unwrap();
         let out = dir.join("t.json.gz");
@@ -150,18 +128,85 @@ mod tests {
     }
 
     #[test]
+    fn what_is_not_a_trace_fails_at_its_offset_and_leaves_nothing() {
+        let dir = scratch("recompress-invalid");
+        let doc = trace(50);
+        let dst = dir.join("out.json.gz");
+        std::fs::write(&dst, b"old").unwrap();
+        let cut = doc.len() / 2;
+        let mut bad_utf8 = doc.clone().into_bytes();
+        let at = doc.find("aten::mm").unwrap();
+        bad_utf8[at] = 0xff;
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            ("truncated", doc.as_bytes()[..cut].to_vec(), "expected"),
+            (
+                "nan",
+                doc.replacen("10.5", "NaN", 1).into_bytes(),
+                "(traceEvents[0])",
+            ),
+            (
+                "bom",
+                [b"\xef\xbb\xbf", doc.as_bytes()].concat(),
+                "offset 0:",
+            ),
+            ("utf8", bad_utf8, "UTF-8"),
+            ("empty", Vec::new(), "empty file"),
+            ("zeros", vec![0u8; 1 << 20], "offset 0:"),
+            ("two", doc.repeat(2).into_bytes(), "extra data"),
+        ];
+        for (name, data, expected) in cases {
+            let src = dir.join(format!("{name}.json"));
+            std::fs::write(&src, &data).unwrap();
+            match recompress(&src, &dst, 6, 2, &mut no_progress()) {
+                Err(e @ Error::TraceFormat(_)) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains("offset "), "{name}: {msg}");
+                    assert!(msg.contains(expected), "{name}: {msg}");
+                    assert!(msg.starts_with(&src.display().to_string()), "{msg}");
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+            assert_eq!(std::fs::read(&dst).unwrap(), b"old");
+            std::fs::remove_file(&src).unwrap();
+            assert_eq!(entries(&dir), vec!["out.json.gz"], "{name}");
+        }
+    }
+
+    #[test]
+    fn a_member_or_event_too_large_is_refused_at_its_offset() {
+        let dir = scratch("recompress-large");
+        let big = "x".repeat(crate::events::MAX_VALUE + 1);
+        let src = dir.join("big.json");
+        let head = "{\"schemaVersion\": 1, ";
+        std::fs::write(
+            &src,
+            format!("{head}\"blob\": \"{big}\", \"traceEvents\": []}}"),
+        )
+        .unwrap();
+        let dst = dir.join("out.json.gz");
+        match recompress(&src, &dst, 1, 1, &mut no_progress()) {
+            Err(Error::TraceFormat(t)) => {
+                assert_eq!(t.offset, Some(head.len() as u64));
+                let msg = &t.message;
+                assert!(msg.contains("too large"), "{msg}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(entries(&dir), vec!["big.json"]);
+    }
+
+    #[test]
     fn recompress_failure_leaves_nothing() {
         let dir = scratch("recompress-fail");
-        let doc = GOOD.repeat(2000);
+        let doc = trace(2000);
         let blob = gz(doc.as_bytes());
         let src = dir.join("cut.json.gz");
         std::fs::write(&src, &blob[..blob.len() / 2]).unwrap();
         let dst = dir.join("out.json.gz");
         std::fs::write(&dst, b"old").unwrap();
         match recompress(&src, &dst, 6, 2, &mut no_progress()) {
-            Err(Error::Io { context, source }) => {
-                assert!(context.contains("cannot decompress"), "{context}");
-                assert_eq!(source.kind(), io::ErrorKind::InvalidData);
+            Err(Error::TraceFormat(t)) => {
+                assert!(t.message.contains("corrupt gzip data"), "{t:?}");
             }
             other => panic!("{other:?}"),
         }
@@ -185,7 +230,7 @@ mod tests {
         }
         // Interrupted through the callback.
         let big = dir.join("big.json");
-        std::fs::write(&big, GOOD.repeat(40_000)).unwrap();
+        std::fs::write(&big, trace(100_000)).unwrap();
         let r = recompress(&big, &dst, 1, 1, &mut |_| Err(Error::Interrupted));
         assert!(matches!(r, Err(Error::Interrupted)));
         assert_eq!(

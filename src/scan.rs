@@ -238,7 +238,7 @@ impl<'a> Scanner<'a> {
 /// Where the run of plain string bytes (see [`STRING_STOP`]) from `i` ends: eight bytes at
 /// a time while they last (most strings of a trace are short keys and names).
 #[inline]
-fn plain_run_end(buf: &[u8], mut i: usize) -> usize {
+pub(crate) fn plain_run_end(buf: &[u8], mut i: usize) -> usize {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     /// The high bit of each byte of `x` that is zero, and maybe of some bytes after one.

@@ -6,15 +6,15 @@
 //! destination that exists and is not a regular file (a FIFO, `/dev/null`, `/dev/stdout`)
 //! is written directly and never replaced.
 //!
-//! The temporary file is created exclusively (`O_CREAT|O_EXCL`, which never follows a link)
-//! under an unpredictable name; a name already taken by anything (a file, a link, a FIFO, a
-//! directory, another user's file) is skipped, never opened. A worker's output is no named
-//! file at all: [`Sink::in_file`] writes into a file the caller created (an unlinked one).
+//! The temporary file is made by [`crate::temps`] (exclusive, unpredictable, a name that
+//! fits wherever the destination's does; stale ones of killed processes are removed first).
+//! A file that replaces an existing one gets its mode, and its owner and group where this
+//! user may give them (root, or a group this user is in). A worker's output is no named file
+//! at all: [`Sink::in_file`] writes into a file the caller created (an unlinked one).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::gzip::ParallelGzEncoder;
@@ -135,23 +135,6 @@ fn too_many_links() -> io::Error {
     return io::Error::from_raw_os_error(libc::ELOOP);
     #[cfg(not(unix))]
     return io::Error::other("too many levels of symbolic links");
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-/// Names tried for the temporary file before giving up: only a directory flooded with
-/// entries at our random names could exhaust them.
-const TEMP_ATTEMPTS: u32 = 1000;
-
-/// A name nobody can predict: the per-process random keys of std's hasher (seeded by the
-/// OS), mixed with a counter and the clock.
-fn unpredictable() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(TEMP_COUNTER.fetch_add(1, Ordering::Relaxed));
-    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(t.as_nanos());
-    }
-    h.finish()
 }
 
 fn io_error(what: &str, path: &Path, err: io::Error) -> Error {
@@ -372,26 +355,31 @@ fn resolve_links(path: &Path) -> Result<(PathBuf, Option<fs::Metadata>)> {
     Err(io_error("cannot resolve", path, too_many_links()))
 }
 
-/// Opens the file to write: the destination itself when it exists and is not a regular
-/// file, else a new temporary file beside the destination (beside a symlink's target, so
-/// the link keeps pointing at the trace). A file that will replace an existing one gets
-/// that file's permissions.
-fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
+/// Where a destination is written.
+pub(crate) enum Destination {
+    /// In place: it exists and is not a regular file (a FIFO, a device).
+    InPlace,
+    /// Through a new file renamed over `target` (the destination, or the file its symlink
+    /// names), which is in `dir`; `existing`: the file there now.
+    Replace {
+        target: PathBuf,
+        dir: PathBuf,
+        existing: Option<Box<fs::Metadata>>,
+    },
+}
+
+/// Where `path` is written (see [`Destination`]): a directory is refused, and so is an
+/// existing file the caller may not write (mode 0444), with the kernel's own check.
+pub(crate) fn resolve_destination(path: &Path) -> Result<Destination> {
     let (target, existing) = resolve_links(path)?;
     match &existing {
         Some(meta) if meta.is_dir() => {
             return Err(io_error("cannot write", path, is_a_directory()));
         }
-        Some(meta) if !meta.is_file() => {
-            let file = OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(|e| io_error("cannot open", path, e))?;
-            return Ok((file, None));
-        }
+        Some(meta) if !meta.is_file() => return Ok(Destination::InPlace),
         Some(_) => {
-            // The rename would replace a file the caller may not write (mode 0444):
-            // refuse as opening it for writing would, with the kernel's own check.
+            // The rename would replace a file the caller may not write: refuse as opening
+            // it for writing would.
             OpenOptions::new()
                 .write(true)
                 .open(&target)
@@ -403,49 +391,83 @@ fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    Ok(Destination::Replace {
+        target,
+        dir,
+        existing: existing.map(Box::new),
+    })
+}
+
+/// The directory a temporary file for `path` goes to: its symbolic links' final target's
+/// (`.` for a bare name). Best effort: a link that cannot be read leaves `path`'s own.
+pub(crate) fn target_dir(path: &Path) -> PathBuf {
+    let target = resolve_links(path).map_or_else(|_| path.to_path_buf(), |(t, _)| t);
+    match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Opens the file to write: the destination itself when it exists and is not a regular
+/// file, else a new temporary file beside the destination (beside a symlink's target, so
+/// the link keeps pointing at the trace). A file that will replace an existing one gets
+/// that file's owner (as far as allowed) and permissions.
+fn open_destination(path: &Path) -> Result<(File, Option<TempFile>)> {
+    let (target, dir, existing) = match resolve_destination(path)? {
+        Destination::InPlace => {
+            let file = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| io_error("cannot open", path, e))?;
+            return Ok((file, None));
+        }
+        Destination::Replace {
+            target,
+            dir,
+            existing,
+        } => (target, dir, existing),
+    };
     let file_name = target
         .file_name()
-        .ok_or_else(|| Error::InvalidArgument(format!("not a file path: {}", path.display())))?
-        .to_string_lossy()
-        .into_owned();
-    for _ in 0..TEMP_ATTEMPTS {
-        let temp_path = dir.join(format!(
-            ".{file_name}.{}.{:016x}.kinetrace-tmp",
-            std::process::id(),
-            unpredictable()
-        ));
-        // create_new is O_CREAT|O_EXCL: whatever already has this name (even a dangling
-        // link) makes it fail instead of being opened or followed.
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.custom_flags(libc::O_NOFOLLOW);
-        }
-        match options.open(&temp_path) {
-            Ok(file) => {
-                let temp = TempFile {
-                    path: temp_path,
-                    target,
-                    committed: false,
-                };
-                if let Some(meta) = &existing {
-                    file.set_permissions(meta.permissions())
-                        .map_err(|e| io_error("cannot set permissions of", path, e))?;
-                }
-                return Ok((file, Some(temp)));
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(io_error("cannot create a temporary file for", path, e)),
-        }
+        .ok_or_else(|| Error::InvalidArgument(format!("not a file path: {}", path.display())))?;
+    let (file, temp_path) = crate::temps::create(&dir, file_name)
+        .map_err(|e| io_error("cannot create a temporary file for", path, e))?;
+    let temp = TempFile {
+        path: temp_path,
+        target,
+        committed: false,
+    };
+    if let Some(meta) = &existing {
+        keep_owner(&file, meta);
+        file.set_permissions(meta.permissions())
+            .map_err(|e| io_error("cannot set permissions of", path, e))?;
     }
-    Err(io_error(
-        "cannot create a temporary file for",
-        path,
-        io::ErrorKind::AlreadyExists.into(),
-    ))
+    Ok((file, Some(temp)))
 }
+
+/// Gives `file` the owner and group of the file it replaces, as far as this user may:
+/// root may give any, an owner may give its file a group it is in. Otherwise the file
+/// stays this user's (what the kernel allows is the rule; nothing is raised). Before the
+/// mode is set: a change of owner clears the set-user-ID bits.
+#[cfg(unix)]
+pub(crate) fn keep_owner(file: &File, old: &fs::Metadata) {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    let Ok(new) = file.metadata() else { return };
+    if (new.uid(), new.gid()) == (old.uid(), old.gid()) {
+        return;
+    }
+    // SAFETY: a valid open descriptor; fchown only changes the inode's owner.
+    let rc = unsafe { libc::fchown(file.as_raw_fd(), old.uid(), old.gid()) };
+    if rc != 0 {
+        // Not allowed to give the owner: keep at least the group where that is allowed.
+        // SAFETY: as above; uid -1 leaves the owner as it is.
+        unsafe { libc::fchown(file.as_raw_fd(), u32::MAX, old.gid()) };
+    }
+}
+
+#[cfg(not(unix))]
+pub(crate) fn keep_owner(_file: &File, _old: &fs::Metadata) {}
 
 #[cfg(test)]
 mod tests {
@@ -606,16 +628,30 @@ mod tests {
         let b = Sink::create(&dest, Encoding::Plain).unwrap();
         let names = entries(&dir);
         assert_eq!(names.len(), 2, "{names:?}");
+        assert_ne!(names[0], names[1]);
         let prefix = format!(".t.json.{}.", std::process::id());
         for name in &names {
-            let random = name
-                .strip_prefix(&prefix)
-                .and_then(|r| r.strip_suffix(".kinetrace-tmp"))
-                .unwrap_or_else(|| panic!("{name}"));
-            assert_eq!(random.len(), 16, "{name}");
+            assert!(name.starts_with(&prefix), "{name}");
+            assert_eq!(
+                crate::temps::parse(name.as_bytes()),
+                Some((std::process::id(), crate::temps::host_tag()))
+            );
         }
         drop((a, b));
         assert!(entries(&dir).is_empty());
+    }
+
+    #[test]
+    fn a_destination_name_of_255_bytes_works() {
+        let dir = scratch("long");
+        for len in [217, 218, 240, 255] {
+            let dest = dir.join("x".repeat(len));
+            let mut sink = Sink::create(&dest, Encoding::Plain).unwrap();
+            sink.write_all(b"new").unwrap();
+            sink.finish().unwrap();
+            assert_eq!(fs::read(&dest).unwrap(), b"new");
+        }
+        assert_eq!(entries(&dir).len(), 4);
     }
 
     #[cfg(unix)]

@@ -9,7 +9,8 @@
 //!   (plus, in a part of a split, a `kinetrace_part` key first);
 //! - the kept events, in the source's order;
 //! - a flow only when all its ends are kept (in the same part); the others are dropped and
-//!   counted in `flow_events_cut`;
+//!   counted: in `flow_events_unpaired` when the source has no other end of their flow
+//!   either, else in `flow_events_cut`;
 //! - the metadata (`M`) events of the processes (`pid`) and threads (`pid`, `tid`) that
 //!   some kept event is on, written after the others.
 //!
@@ -34,8 +35,9 @@
 //! threads; and the open-flow table: the text of flow ends whose other end has not been
 //! read yet (per part), which is empty between flows in torch's and Kineto's layout but
 //! holds the `ac2g` starts of CPU launches until their kernels are read when CPU activities
-//! come first (about 150 bytes per pending flow end). Reading adds its chunks in flight
-//! (see [`crate::events`]).
+//! come first (about 150 bytes per pending flow end), and the keys of the source's flows
+//! still lacking an end (about 60 bytes each, [`SourceFlows`]). Reading adds its chunks in
+//! flight (see [`crate::events`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
@@ -91,6 +93,34 @@ impl FilterSpec {
             }
         }
         Ok(())
+    }
+
+    /// The criteria in words: `cat one of "kernel"; dur >= 5 us`.
+    fn describe(&self) -> String {
+        let quoted = |items: &[String]| {
+            items
+                .iter()
+                .map(|c| crate::check::quoted(c))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = Vec::new();
+        if !self.include_cats.is_empty() {
+            parts.push(format!("cat one of {}", quoted(&self.include_cats)));
+        }
+        if !self.exclude_cats.is_empty() {
+            parts.push(format!("cat none of {}", quoted(&self.exclude_cats)));
+        }
+        if let Some(d) = self.min_dur_us {
+            parts.push(format!("dur >= {d} us"));
+        }
+        if let Some((start, end)) = self.window_us {
+            parts.push(format!("a span overlapping [{start}, {end}) us"));
+        }
+        if !self.pids.is_empty() {
+            parts.push(format!("pid one of {}", self.pids.join(", ")));
+        }
+        parts.join("; ")
     }
 
     pub(crate) fn is_everything(&self) -> bool {
@@ -224,6 +254,50 @@ impl OpenFlows {
     pub(crate) fn left(&self) -> u64 {
         self.map.values().map(|p| p.events.len() as u64).sum()
     }
+
+    /// Flow ends left without their other end: (those whose flow has no other end in the
+    /// whole source either, the others).
+    fn left_by_source(&self, source: &SourceFlows) -> (u64, u64) {
+        let mut counts = (0, 0);
+        for (key, p) in &self.map {
+            let n = p.events.len() as u64;
+            if source.open.contains_key(key) {
+                counts.0 += n;
+            } else {
+                counts.1 += n;
+            }
+        }
+        counts
+    }
+}
+
+/// The flows of the whole source still lacking an end (`s` or `f`) as it is read: once it
+/// is all read, the flows that no window edge or criterion cut, but the source itself left
+/// unpaired (GPU traces have many: Kineto drops activities past its buffers, or before the
+/// window it records).
+#[derive(Default)]
+struct SourceFlows {
+    /// (starts, finishes) of each flow with one kind of end only so far.
+    open: HashMap<Box<[u8]>, (bool, bool)>,
+}
+
+impl SourceFlows {
+    fn add(&mut self, key: &[u8], ph: &[u8]) {
+        let (s, f) = (ph == b"s", ph == b"f");
+        match self.open.get_mut(key) {
+            Some(ends) => {
+                ends.0 |= s;
+                ends.1 |= f;
+                if ends.0 && ends.1 {
+                    self.open.remove(key);
+                }
+            }
+            None if !(s && f) => {
+                self.open.insert(key.into(), (s, f));
+            }
+            None => {}
+        }
+    }
 }
 
 /// The processes and threads kept events are on, and the metadata events to choose from.
@@ -292,7 +366,7 @@ pub(crate) fn keep_text(total: &mut usize, n: usize, what: &str, path: &Path) ->
         return Err(Error::not_a_trace(
             path,
             format!(
-                "more than {} MiB of {what}: not a trace this tool can cut",
+                "too large: more than {} MiB of {what}: not a trace this tool can cut",
                 MAX_KEPT_TEXT >> 20
             ),
         ));
@@ -370,6 +444,8 @@ pub(crate) struct FilterStats {
     pub(crate) metadata_written: u64,
     /// Flow ends dropped because another end of their flow was not kept.
     pub(crate) flow_events_cut: u64,
+    /// Flow ends dropped because their flow has no other end in the source at all.
+    pub(crate) flow_events_unpaired: u64,
     /// Bytes of JSON read and written (decompressed).
     pub(crate) json_bytes_read: u64,
     pub(crate) json_bytes_written: u64,
@@ -382,6 +458,7 @@ struct Filtering<'s, W: Write> {
     out: TraceWriter<W>,
     binder: Binder,
     flows: OpenFlows,
+    source_flows: SourceFlows,
     present: Present,
     metadata: Vec<Metadata>,
     metadata_bytes: usize,
@@ -437,6 +514,7 @@ impl<W: Write> Visitor for Filtering<'_, W> {
             return Ok(());
         }
         if let Some(key) = ev.flow_key {
+            self.source_flows.add(key, ev.ph);
             let kept = match self.binder.bound(ev) {
                 Some(part) => part.is_some(),
                 None => self.spec.keeps_place(ev, None),
@@ -484,6 +562,7 @@ pub(crate) fn filter(
         out: TraceWriter::new(SinkWrite(sink)),
         binder: Binder::default(),
         flows: OpenFlows::default(),
+        source_flows: SourceFlows::default(),
         present: Present::default(),
         metadata: Vec::new(),
         metadata_bytes: 0,
@@ -498,8 +577,9 @@ pub(crate) fn filter(
             return Err(Error::not_a_trace(src, "the trace has no events to keep"));
         }
         return Err(Error::InvalidArgument(format!(
-            "{}: the filter selects no events ({spec:?})",
-            src.display()
+            "{}: the filter selects no events (none has {})",
+            src.display(),
+            spec.describe()
         )));
     }
     let mut metadata_written = 0;
@@ -520,13 +600,14 @@ pub(crate) fn filter(
     state.out.end().map_err(wio)?;
     let events_written = state.out.events;
     let json_bytes_written = state.out.bytes;
-    let flow_events_cut = state.flows.left();
+    let (flow_events_unpaired, flow_events_cut) = state.flows.left_by_source(&state.source_flows);
     state.out.out.0.finish()?;
     Ok(FilterStats {
         events_read: state.events_read,
         events_written,
         metadata_written,
         flow_events_cut,
+        flow_events_unpaired,
         json_bytes_read,
         json_bytes_written,
     })
@@ -611,6 +692,7 @@ struct Survey<'s> {
     /// Bytes of events without a `ts` (they go to the first part).
     untimed_bytes: u64,
     binder: Binder,
+    flows: SourceFlows,
     events: u64,
 }
 
@@ -643,6 +725,9 @@ impl Visitor for Survey<'_> {
             )?;
             self.metadata.push(Metadata::of(ev));
             return Ok(());
+        }
+        if let Some(key) = ev.flow_key {
+            self.flows.add(key, ev.ph);
         }
         let at = if ev.is_flow() {
             match self.binder.bound(ev) {
@@ -685,6 +770,8 @@ pub(crate) struct SplitStats {
     pub(crate) events_read: u64,
     /// Flow ends dropped because their flow crosses a window edge.
     pub(crate) flow_events_cut: u64,
+    /// Flow ends dropped because their flow has no other end in the source at all.
+    pub(crate) flow_events_unpaired: u64,
     /// Bytes of JSON read (decompressed, one pass).
     pub(crate) json_bytes_read: u64,
     /// Parts over the size asked for (when more than that falls in one histogram cell).
@@ -901,6 +988,7 @@ pub(crate) fn split(
         histogram: Histogram::default(),
         untimed_bytes: 0,
         binder: Binder::default(),
+        flows: SourceFlows::default(),
         events: 0,
     };
     let json_bytes_read = read_trace(src, &mut survey, progress)?;
@@ -944,15 +1032,14 @@ pub(crate) fn split(
         .collect();
     let mut temps = Temps::default();
     let mut outs = Vec::with_capacity(count);
-    let pid = std::process::id();
     for (i, fin) in finals.iter().enumerate() {
-        let file_name = fin.file_name().expect("a file name").to_string_lossy();
-        let temp = dir.join(format!(".{file_name}.{pid}.kinetrace-part.json"));
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(|e| Error::io(format!("cannot create {}", temp.display()), e))?;
+        let (file, temp) = crate::temps::create(&dir, fin.file_name().expect("a file name"))
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot create a temporary file for {}", fin.display()),
+                    e,
+                )
+            })?;
         temps.paths.push(temp.clone());
         let mut out = PartOut {
             w: TraceWriter::new(BufWriter::with_capacity(PART_BUFFER, file)),
@@ -997,7 +1084,9 @@ pub(crate) fn split(
     };
     let mut plain_temps = Vec::new();
     for (i, mut out) in parting.outs.into_iter().enumerate() {
-        stats.flow_events_cut += out.flows.left();
+        let (unpaired, cut) = out.flows.left_by_source(&survey.flows);
+        stats.flow_events_unpaired += unpaired;
+        stats.flow_events_cut += cut;
         let werr = |out: &PartOut, e| part_error(out, e);
         for m in &survey.metadata {
             if out.present.wants(m) {
@@ -1044,8 +1133,16 @@ pub(crate) fn finish_parts(
         None => plain.to_vec(),
         Some((level, threads)) => {
             let mut ready = Vec::with_capacity(plain.len());
-            for plain in plain {
-                let gz = plain.with_extension("json.gz");
+            for (plain, fin) in plain.iter().zip(finals) {
+                // An empty temporary the encoder's own temporary replaces when complete.
+                let dir = fin.parent().unwrap_or(Path::new("."));
+                let (_, gz) = crate::temps::create(dir, fin.file_name().expect("a file name"))
+                    .map_err(|e| {
+                        Error::io(
+                            format!("cannot create a temporary file for {}", fin.display()),
+                            e,
+                        )
+                    })?;
                 temps.paths.push(gz.clone());
                 let mut sink = Sink::create(&gz, Encoding::Gzip { level, threads })?;
                 let mut file = File::open(plain)
@@ -1230,6 +1327,68 @@ mod tests {
             stem: None,
             suffix: None,
             trace_name: None,
+        }
+    }
+
+    /// Flow ends the source itself leaves unpaired are told apart from those a window edge
+    /// or a criterion cuts.
+    #[test]
+    fn unpaired_flows_are_not_counted_as_cut() {
+        let dir = scratch("unpaired");
+        let (text, lines) = gpu_trace(3000);
+        // Drop every 5th flow finish: its start has no other end in the source any more.
+        let mut orphans = 0u64;
+        let mut seen_f = 0;
+        let kept: Vec<&String> = lines
+            .iter()
+            .filter(|l| {
+                if l.contains(r#""ph":"f""#) {
+                    seen_f += 1;
+                    if seen_f % 5 == 0 {
+                        orphans += 1;
+                        return false;
+                    }
+                }
+                true
+            })
+            .collect();
+        assert!(orphans > 10);
+        let body: Vec<&str> = kept.iter().map(|l| l.as_str()).collect();
+        let start = text.find("\n{").unwrap() + 1;
+        let end = text.rfind("\n],").unwrap();
+        let damaged = format!("{}{}{}", &text[..start], body.join(",\n"), &text[end..]);
+        let src = dir.join("t.json");
+        fs::write(&src, &damaged).unwrap();
+        // All of it: only the orphans go, counted as unpaired.
+        let dst = dir.join("all.json");
+        let stats = filter(
+            &src,
+            &dst,
+            &FilterSpec::default(),
+            Encoding::Plain,
+            None,
+            &mut no_progress(),
+        )
+        .unwrap();
+        assert_eq!(
+            (stats.flow_events_unpaired, stats.flow_events_cut),
+            (orphans, 0)
+        );
+        // No CPU events: the kernels' ac2g ends lose their CPU ends (cut); the orphans,
+        // all on CPU events, go with them (not counted).
+        let spec = FilterSpec {
+            exclude_cats: vec!["cpu_op".into(), "cuda_runtime".into()],
+            ..FilterSpec::default()
+        };
+        let stats = filter(&src, &dst, &spec, Encoding::Plain, None, &mut no_progress()).unwrap();
+        assert_eq!(stats.flow_events_unpaired, 0);
+        assert!(stats.flow_events_cut > 0);
+        // Split: the orphans are unpaired wherever they land, the rest cut at edges.
+        let stats = split(&src, &options(150_000), &mut no_progress()).unwrap();
+        assert!(stats.parts.len() > 2);
+        assert_eq!(stats.flow_events_unpaired, orphans);
+        for p in &stats.parts {
+            fs::remove_file(&p.path).unwrap();
         }
     }
 
@@ -1497,6 +1656,7 @@ mod tests {
         };
         let err = filter(&src, &dst, &spec, Encoding::Plain, None, &mut no_progress()).unwrap_err();
         assert!(err.to_string().contains("selects no events"), "{err}");
+        assert!(!err.to_string().contains("FilterSpec"), "{err}");
         assert_eq!(fs::read(&dst).unwrap(), before);
         assert_eq!(entries(&dir), vec!["f.json", "t.json"]);
     }

@@ -239,6 +239,24 @@ def test_overlapping_exports_run_one_at_a_time_and_all_complete(tmp_path: Path) 
         assert got == (tmp_path / f"{i}.json").read_bytes()
 
 
+def test_wait_returns_every_export_since_the_last_wait(tmp_path: Path) -> None:
+    """Five background exports, each finished before the next starts (so the next export
+    reaps it from the pending list): ``wait()`` still returns all five, in start order, and
+    the next ``wait()`` none of them."""
+    kinetrace.wait(timeout=120)
+    paths = [tmp_path / f"{i}.json" for i in range(5)]
+    for i, path in enumerate(paths):
+        handle = kinetrace.export_chrome_trace(SyntheticResult(300, seed=i), path, background=True)
+        handle.result(timeout=120)
+    # Plus one still running when wait() is called.
+    last = tmp_path / "last.json"
+    kinetrace.export_chrome_trace(SlowResult(SyntheticResult(300), 0.5), last, background=True)
+    stats = kinetrace.wait(timeout=120)
+    assert [s.path for s in stats] == [str(p) for p in [*paths, last]]
+    assert all(s.events > 300 for s in stats)
+    assert kinetrace.wait(timeout=10) == []
+
+
 # --------------------------------------------------------------------------------------------
 # Errors surface: result(), the next export, wait()
 # --------------------------------------------------------------------------------------------

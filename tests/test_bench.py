@@ -245,3 +245,114 @@ def test_kineto_writer_table_puts_each_figure_in_its_column(tmp_path: Path) -> N
     stock_line = next(line for line in table.splitlines() if line.startswith("stock C++ "))
     assert stock_line.endswith("  Kineto's writer")
     assert "activities" not in table
+
+
+def test_kineto_writer_comparison_alternates_and_takes_medians(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each round exports a fresh profile per exporter and format, stock and kinetrace in
+    alternating order; rows say they are medians."""
+    import torch
+
+    calls: list[tuple[str, str]] = []
+    stock = torch.profiler.profile.export_chrome_trace
+    ours = _bench._export.export_chrome_trace
+
+    def stock_export(self: object, path: str) -> object:
+        calls.append(("stock", path.rsplit(".", 1)[-1] if path.endswith(".gz") else "json"))
+        return stock(self, path)
+
+    def kinetrace_export(prof: object, path: str, **kwargs: object) -> object:
+        calls.append(("kinetrace", path.rsplit(".", 1)[-1] if path.endswith(".gz") else "json"))
+        return ours(prof, path, **kwargs)
+
+    monkeypatch.setattr(torch.profiler.profile, "export_chrome_trace", stock_export)
+    monkeypatch.setattr(_bench._export, "export_chrome_trace", kinetrace_export)
+    recorded = []
+
+    def record() -> object:
+        recorded.append(_bench.record_workload(20))
+        return recorded[-1]
+
+    rows = _bench.compare_kineto_writer(record, str(tmp_path), repeat=3)
+    assert len(recorded) == 3 * 4  # one profile per export
+    firsts = [calls[i] for i in range(0, len(calls), 2)]
+    assert firsts == [
+        ("stock", "json"),
+        ("kinetrace", "gz"),
+        ("kinetrace", "json"),
+        ("stock", "gz"),
+        ("stock", "json"),
+        ("kinetrace", "gz"),
+    ]
+    assert [(r.exporter, r.fmt) for r in rows] == [
+        ("stock C++", "json"),
+        ("stock C++", "json.gz"),
+        ("kinetrace", "json"),
+        ("kinetrace", "json.gz"),
+    ]
+    assert all("median of 3 rounds" in r.how for r in rows)
+    assert rows[2].ratios["speedup vs stock C++"] == rows[0].seconds / rows[2].seconds
+
+
+import compat_timing  # noqa: E402
+
+
+def _compat_row(torch_version: str, python: str, json_ratio: float) -> dict:
+    return {
+        "torch": torch_version,
+        "python": python,
+        "writer": "fallback" if torch_version < "2.13" else "formatter",
+        "iterations": 10000,
+        "rounds": 5,
+        "load_before": [1.5, 1.0, 1.0],
+        "load_after": [2.5, 1.0, 1.0],
+        "machine": {"date": "2026-12-01T17:00:00Z", "cpus": 2, "cpu_model": "AMD EPYC"},
+        "json": {"stock_s": json_ratio, "kinetrace_s": 1.0, "ratio": json_ratio},
+        "json.gz": {"stock_s": 4.0, "kinetrace_s": 1.0, "ratio": 4.0},
+    }
+
+
+def test_compat_table_and_comparison() -> None:
+    reference = {
+        "rows": {
+            "2.11.0/3.11": _compat_row("2.11.0", "3.11", 0.95),
+            "2.14.1/3.10": _compat_row("2.14.1", "3.10", 0.5),
+            "2.14.1/3.11": _compat_row("2.14.1", "3.11", 0.56),
+            "2.15.0/3.13": _compat_row("2.15.0", "3.13", 0.55),
+        }
+    }
+    table = compat_timing.render(reference).splitlines()
+    assert table[2].startswith("| 2.15.0 | 3.11 (full suite), 3.13 | torch's Python-exporter")
+    assert table[2].endswith("| 0.55x (3.13) | 4.00x (3.13) |")
+    assert table[3] == (
+        "| 2.14.1 | 3.11, 3.10 | torch's Python-exporter bytes, strict JSON "
+        "| 0.56x (3.10: 0.50x) | 4.00x (3.10: 4.00x) |"
+    )
+    assert table[4].startswith("| 2.11.0 | 3.11 | Kineto's format (fallback)")
+    method = " ".join(table[table.index("") + 1 :])
+    assert "load average 1.5 to 2.5" in method and "medians of 5 rounds" in method
+    assert all(len(line) <= 96 for line in table[table.index("") + 1 :])
+
+    now = _compat_row("2.11.0", "3.11", 0.7)
+    lines = compat_timing.compare(now, reference, Path("compat.json"))
+    assert any(".json " in line and "-26%" in line and "MOVED" in line for line in lines)
+    assert any(".json.gz" in line and "MOVED" not in line for line in lines)
+    lines = compat_timing.compare(_compat_row("2.13.0", "3.11", 1), reference, Path("c.json"))
+    assert lines == ["no reference for torch 2.13.0/3.11 in c.json: nothing to compare"]
+
+
+def test_the_supported_table_is_the_committed_reference() -> None:
+    """docs/supported.md's table is rendered from benches/results/compat.json, which has a
+    row for every pair the compat sessions test (noxfile.py's COMPAT)."""
+    import re
+
+    reference = compat_timing.load_reference(compat_timing.REFERENCE)
+    noxfile = (BENCHES.parent / "noxfile.py").read_text()
+    listed = noxfile.split("\nCOMPAT = [", 1)[1].split("]", 1)[0]
+    pairs = [f"{t}/{p}" for t, p in re.findall(r'\("([\d.]+)", "([\d.]+)"\)', listed)]
+    assert len(pairs) >= 6
+    assert sorted(reference["rows"]) == sorted(pairs)
+    page = compat_timing.SUPPORTED.read_text()
+    start, end = "<!-- compat-table:start -->\n", "\n<!-- compat-table:end -->"
+    assert page.split(start, 1)[1].split(end, 1)[0] == compat_timing.render(reference)

@@ -169,6 +169,43 @@ def test_replacing_a_file_keeps_its_permissions(tmp_path, mode):
     assert stat.S_IMODE(path.stat().st_mode) == mode
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_replacing_a_file_keeps_its_owner_where_allowed(tmp_path):
+    """As root, the replaced file keeps its owner and group (torch's in-place write keeps
+    them too); a user who may not give them (checked in src/sink.rs: an owner keeps the
+    group where it is a member) gets a file of its own."""
+    path = tmp_path / "t.json"
+    path.write_text("old")
+    os.chown(path, 65534, 65534)
+    path.chmod(0o640)
+    kinetrace.export_chrome_trace(small_result(), path)
+    info = path.stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (65534, 65534, 0o640)
+    kinetrace.compress_trace(path, path.with_suffix(".json.gz"))
+    assert temp_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("length", [217, 218, 240, 255])
+@pytest.mark.parametrize(
+    ("suffix", "options"),
+    [(".json", {}), (".json.gz", {}), (".json", {"workers": 2}), (".json", {"background": True})],
+)
+def test_destination_names_up_to_255_bytes(tmp_path, length, suffix, options):
+    """Any name the file system takes works: the temporary name keeps only as much of it
+    as fits (218-255 bytes once failed with ENAMETOOLONG for the temporary file)."""
+    name = "n" * (length - len(suffix)) + suffix
+    out = kinetrace.export_chrome_trace(big_result(2_000), tmp_path / name, **options)
+    if options.get("background"):
+        out = out.result(timeout=120)
+    assert out.events > 2_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    # A name one byte too long is the file system's error, about the destination.
+    with pytest.raises(OSError) as info:
+        kinetrace.export_chrome_trace(big_result(10), tmp_path / ("m" * 256))
+    assert info.value.errno == errno.ENAMETOOLONG
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
 def test_new_file_mode_follows_umask(tmp_path):
     old = os.umask(0o077)
     try:

@@ -7,12 +7,17 @@ Kineto's part by writing a real Kineto trace into the path they are given.
 
 from __future__ import annotations
 
+import errno
 import gc
 import gzip
 import json
 import os
+import shutil
 import stat
+import subprocess
+import sys
 import tempfile
+import textwrap
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +32,12 @@ import kinetrace
 from kinetrace import _fallback, _kinetrace
 from kinetrace._fallback import FallbackWarning
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs need POSIX")
+# Also run on torch 2.11/2.12 themselves (the compatibility venvs), which warn once per
+# process that a profile clears its events each cycle.
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs need POSIX"),
+    pytest.mark.filterwarnings("ignore:Warning. Profiler clears events:UserWarning"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +93,8 @@ class KinetoStandIn:
     """Writes a real Kineto trace where Kineto would, the way ``mode`` says:
 
     ``direct``: into ``path`` (older Kineto); ``rename``: into ``path + ".tmp"``, then renamed
-    over ``path`` (torch 2.15); ``replace``: removes ``path`` and writes a regular file there;
+    over ``path`` (torch 2.11 to 2.15); ``replace``: removes whatever is at ``path`` (a FIFO)
+    and writes a regular file there;
     ``both``: into both FIFOs; ``nothing``: writes nothing; ``raise``: raises before writing.
     ``after_chunk`` runs after every 64 KiB (with the scratch directory).
     """
@@ -109,7 +120,7 @@ class KinetoStandIn:
         text = self.text.replace(quoted(self.baseline_path), quoted(path))
         if self.mode == "nothing":
             return
-        if self.mode == "replace":
+        if self.mode == "replace" and os.path.lexists(path):
             os.unlink(path)
         target = path + ".tmp" if self.mode == "rename" else path
         with open(target, "wb") as f:
@@ -415,3 +426,220 @@ def test_export_via_kineto_directly(tmp_path: Path) -> None:
     dest = tmp_path / "t.json.gz"
     stats = _fallback.export_via_kineto(SaveOnly(record()), dest, 9, 1)
     assert_kineto_format(unpack(dest), dest, stats)
+
+
+# --------------------------------------------------------------------------------------
+# A plain .json: Kineto writes a private file beside the destination, edited in place.
+# --------------------------------------------------------------------------------------
+
+
+def private_dirs(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if p.name.startswith(".kinetrace.")]
+
+
+@pytest.mark.parametrize("mode", ["direct", "rename"])
+def test_plain_json_is_written_beside_the_destination(
+    tmp_path: Path, kineto_trace: tuple[bytes, str], mode: str
+) -> None:
+    """While Kineto writes, the private directory (mode 0700) beside the destination holds
+    regular files and no FIFO, and the destination is not there yet; after, only it is."""
+    seen: list[tuple[str, dict[str, int]]] = []
+
+    def check(scratch: str) -> None:
+        modes = {e.name: e.stat(follow_symlinks=False).st_mode for e in os.scandir(scratch)}
+        seen.append((scratch, modes))
+        assert not (tmp_path / "t.json").exists()
+
+    source = KinetoStandIn(kineto_trace, mode, after_chunk=check)
+    dest = tmp_path / "t.json"
+    stats, _ = export(source, dest)
+    assert len(seen) >= 32
+    scratch, modes = seen[-1]
+    assert os.path.dirname(scratch) == str(tmp_path)
+    assert os.path.basename(scratch).startswith(".kinetrace.")
+    assert os.path.basename(scratch).endswith(".kinetrace-tmp")
+    assert modes and all(stat.S_ISREG(m) for m in modes.values()), modes
+    assert set(modes) <= {"trace.json", "trace.json.tmp"}
+    assert dest.read_bytes() == source.expected(dest)
+    assert_kineto_format(dest.read_bytes(), dest, stats)
+    assert os.listdir(tmp_path) == ["t.json"]
+
+
+def test_plain_json_keeps_permissions_and_follows_a_symlink(
+    tmp_path: Path, kineto_trace: tuple[bytes, str]
+) -> None:
+    """The private file lands where the main path's temporary file would: beside the link's
+    target, which it replaces with that file's permissions; the link stays a link."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = elsewhere / "real.json"
+    target.write_bytes(b"old")
+    target.chmod(0o640)
+    link = tmp_path / "t.json"
+    link.symlink_to(target)
+    seen: list[str] = []
+    source = KinetoStandIn(kineto_trace, after_chunk=seen.append)
+    export(source, link)
+    assert os.path.dirname(seen[0]) == str(elsewhere)
+    assert link.is_symlink()
+    assert target.read_bytes() == source.expected(link)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere", "t.json"]
+    assert os.listdir(elsewhere) == ["real.json"]
+
+
+def test_a_directory_kineto_would_mangle_takes_the_fifos(
+    tmp_path: Path, kineto_trace: tuple[bytes, str]
+) -> None:
+    """Kineto writes the path it is given into the trace unescaped: beside a destination in
+    a directory whose name has a quote, the FIFOs (in the system's temp directory) are
+    used instead, and the file is the same."""
+    folder = tmp_path / 'a"b'
+    folder.mkdir()
+    seen: list[str] = []
+    source = KinetoStandIn(kineto_trace, "rename", after_chunk=seen.append)
+    dest = folder / "t.json"
+    stats, _ = export(source, dest)
+    assert os.path.dirname(seen[0]) == tempfile.gettempdir()
+    assert dest.read_bytes() == source.expected(dest)
+    assert_kineto_format(dest.read_bytes(), dest, stats)
+    assert os.listdir(folder) == ["t.json"]
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_a_trace_that_is_not_json_is_refused(
+    tmp_path: Path, kineto_trace: tuple[bytes, str], name: str
+) -> None:
+    text, baseline = kineto_trace
+    broken = text.replace(b'"ph": "X"', b'"ph": "X",,', 1)
+    dest = tmp_path / name
+    dest.write_bytes(b"old")
+    with pytest.raises(RuntimeError, match="not strict JSON"):
+        kinetrace.export_chrome_trace(KinetoStandIn((broken, baseline)), dest)
+    assert dest.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == [name]
+
+
+def test_quotes_and_metadata_in_place(tmp_path: Path, kineto_trace: tuple[bytes, str]) -> None:
+    """Unescaped quotes all through the file and members inserted at its top: the whole
+    text moves, in place, and holds every name and the metadata."""
+    text, baseline = kineto_trace
+    quoted_text = text.replace(b'"name": "aten::mm"', b'"name": "a"t"en::mm"')
+    assert quoted_text.count(b'"a"t"en::mm"') > 1000
+    dest = tmp_path / "t.json"
+    stats, _ = export(
+        KinetoStandIn((quoted_text, baseline)), dest, metadata={"run": {"id": 7}, "note": "x"}
+    )
+    written = dest.read_bytes()
+    trace = json.loads(written)
+    assert trace["run"] == {"id": 7}
+    assert trace["note"] == "x"
+    assert trace["traceName"] == str(dest)
+    names = [e.get("name") for e in trace["traceEvents"]]
+    assert names.count('a"t"en::mm') == text.count(b'"name": "aten::mm"')
+    assert stats.events == len(trace["traceEvents"])
+    assert stats.uncompressed_bytes == stats.file_bytes == len(written)
+    assert written.lstrip().startswith(b'{\n  "run": {"id": 7},\n  "note": "x",')
+    assert os.listdir(tmp_path) == ["t.json"]
+
+
+READ_ONLY_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, warnings
+    import torch
+    import kinetrace
+    warnings.simplefilter("ignore")
+    a = torch.ones(8, 8)
+    with torch.profiler.profile() as prof:
+        torch.mm(a, a)
+    saves = []
+    class SaveOnly:
+        def save(self, path):
+            saves.append(path)
+            prof.profiler.kineto_results.save(path)
+        def trace_start_ns(self):
+            return 1
+    results = {}
+    for path in sys.argv[1:]:
+        try:
+            kinetrace.export_chrome_trace(SaveOnly(), path)
+        except OSError as exc:
+            results[path] = [type(exc).__name__, exc.errno, path in str(exc)]
+    print(json.dumps({"results": results, "saves": saves}))
+    """
+)
+
+
+def test_read_only_directory_fails_before_save(tmp_path: Path) -> None:
+    """The private directory cannot be made beside the destination: PermissionError naming
+    the destination, before ``save`` (as root: in a subprocess without the capabilities
+    that bypass file permissions)."""
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    paths = [str(directory / "t.json"), str(directory / "t.json.gz")]
+    directory.chmod(0o500)
+    try:
+        command = [sys.executable, "-c", READ_ONLY_SCRIPT, *paths]
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                pytest.skip("no setpriv to drop CAP_DAC_OVERRIDE")
+            command = [
+                "setpriv",
+                "--bounding-set=-dac_override,-dac_read_search,-fowner",
+                "--",
+                *command,
+            ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        directory.chmod(0o700)
+    if done.returncode != 0 and "setpriv" in done.stderr:
+        pytest.skip(f"cannot drop capabilities: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    # .json fails making its private directory beside the destination; .json.gz makes its
+    # FIFOs in the temp directory and fails creating the destination's temporary file.
+    assert out["results"] == {p: ["PermissionError", errno.EACCES, True] for p in paths}
+    assert out["saves"] == []
+    assert os.listdir(directory) == []
+
+
+KILLED_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys, warnings
+    import torch
+    import kinetrace
+    warnings.simplefilter("ignore")
+    a = torch.ones(8, 8)
+    with torch.profiler.profile() as prof:
+        for _ in range(200):
+            torch.mm(a, a)
+    class SaveThenDie:
+        def save(self, path):
+            prof.profiler.kineto_results.save(path)
+            os.kill(os.getpid(), signal.SIGKILL)
+        def trace_start_ns(self):
+            return 1
+    kinetrace.export_chrome_trace(SaveThenDie(), sys.argv[1])
+    """
+)
+
+
+def test_a_killed_exports_private_directory_goes_with_the_next_export(tmp_path: Path) -> None:
+    """SIGKILL after Kineto wrote its file leaves the private directory, trace and all,
+    beside the destination; the next export there removes it (a temporary of a dead
+    process), and nothing else."""
+    import signal
+
+    dest = tmp_path / "t.json"
+    (tmp_path / "keep.json").write_bytes(b"mine")
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_SCRIPT, str(dest)], capture_output=True, timeout=120
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    (left,) = private_dirs(tmp_path)
+    assert left.endswith(".kinetrace-tmp")
+    assert os.listdir(tmp_path / left) == ["trace.json"]
+    assert not dest.exists()
+    stats, _ = export(SaveOnly(record()), dest)
+    assert stats.events > 0
+    assert sorted(os.listdir(tmp_path)) == ["keep.json", "t.json"]

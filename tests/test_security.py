@@ -66,10 +66,20 @@ SCRIPT = textwrap.dedent(
     expected_events = kinetrace.export_chrome_trace(source, reference, workers=1).events
     failures = []
 
+    # This host's tag in temporary names, and a pid no process has: names of the current
+    # shape with it look stale, so the removal of stale temporaries must look at them, and
+    # leave them (another user's, or a link).
+    probe = os.fsdecode(_kinetrace.create_temporary(private, "probe"))
+    os.remove(probe)
+    host = probe.rsplit(".", 3)[1]
+    with open("/proc/sys/kernel/pid_max") as f:
+        dead = int(f.read()) + 1
+
     def names(dest_name):
         workers = [f".{dest_name}.{pid}.w{i}.kinetrace-tmp" for i in range(1, 9)]
         temps = [f".{dest_name}.{pid}.{n}.kinetrace-tmp" for n in range(8)]
-        return workers + temps
+        stale = [f".{dest_name}.{dead}.{host}.{n:016x}.kinetrace-tmp" for n in range(4)]
+        return workers + temps + stale
 
     def plant(kind, path, tag):
         if kind == "symlink":

@@ -58,7 +58,7 @@ def assert_kept_trace(path: str | Path, source_text: bytes) -> dict[str, Any]:
     trace = strict_loads(text)
     report = kinetrace.check_trace(path)
     assert report.valid, report.errors
-    assert report.flows_unpaired == 0
+    assert report.info.flows_unpaired == 0
     source = strict_loads(source_text)
     for k, v in source.items():
         if k != "traceEvents":
@@ -117,7 +117,7 @@ def assert_split(result: kinetrace.SplitResult, source_text: bytes, max_mb: floa
     assert not union - want, "events that are not in the source"
     lost = want - union
     assert all(json.loads(k)["ph"] in ("s", "f") for k in lost), lost
-    assert sum(lost.values()) == result.flow_events_cut
+    assert sum(lost.values()) == result.flow_events_cut + result.flow_events_unpaired
     assert result.oversized_parts == 0
 
 
@@ -297,7 +297,7 @@ def test_export_split_mb(tmp_path, cpu_profile):
     )
     for p in both.paths:
         assert not any(e.get("cat") == "cpu_op" for e in json.loads(read_trace(p))["traceEvents"])
-    assert not [n for n in os.listdir(tmp_path) if "kinetrace-full" in n]
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".kinetrace-tmp")]
     with pytest.raises(ValueError, match="background"):
         kinetrace.export_chrome_trace(cpu_profile, path, split_mb=1, background=True)
     with pytest.raises(ValueError, match="more than 0"):
@@ -450,8 +450,12 @@ def test_bad_input_errors_and_leaves_nothing(tmp_path):
         assert os.listdir(out) == [], name
     # A window that selects nothing; an existing output stays as it was.
     (out / "f.json").write_text("old")
-    with pytest.raises(ValueError, match="selects no events"):
+    with pytest.raises(ValueError, match="selects no events") as caught:
         kinetrace.filter_trace(good, out / "f.json", window_us=(1e15, 2e15))
+    # In the user's words, not the code's.
+    assert "(none has a span overlapping [1000000000000000, 2000000000000000) us)" in str(
+        caught.value
+    )
     assert (out / "f.json").read_text() == "old"
     os.remove(out / "f.json")
     # Sizes: not positive, too small for the header.
@@ -524,14 +528,14 @@ def test_split_of_a_json_in_kinetos_layout(chunked_trace, tmp_path):
     union: collections.Counter[str] = collections.Counter()
     for part in result.parts:
         report = kinetrace.check_trace(part.path)
-        assert report.valid and report.flows_unpaired == 0, report.errors
+        assert report.valid and report.info.flows_unpaired == 0, report.errors
         events = strict_loads(read_trace(part.path))["traceEvents"]
         union.update(key(e) for e in events if e["ph"] != "M")
     want = collections.Counter(key(e) for e in source["traceEvents"] if e["ph"] != "M")
     lost = want - union
     assert not union - want
     assert all(json.loads(k)["ph"] in ("s", "f") for k in lost)
-    assert sum(lost.values()) == result.flow_events_cut
+    assert sum(lost.values()) == result.flow_events_cut + result.flow_events_unpaired
 
 
 def test_ctrl_c_while_reading_in_chunks(tmp_path_factory, tmp_path):
@@ -569,7 +573,7 @@ def test_multi_gb_split_and_filter(tmp_path):
     src = tmp_path / "big.json"
     synthetic_trace(src, 7_000_000)
     source = kinetrace.check_trace(src)
-    assert source.valid and source.json_bytes > 2e9
+    assert source.valid and source.info.json_bytes > 2e9
     result = kinetrace.split_trace(src, 1000)
     assert len(result.parts) >= 3
     phases: collections.Counter[str] = collections.Counter()
@@ -577,15 +581,16 @@ def test_multi_gb_split_and_filter(tmp_path):
         report = kinetrace.check_trace(part.path)
         assert report.valid, report.errors
         assert report.flows_unpaired == 0 and part.json_bytes <= 1e9
-        phases.update({k: v for k, v in report.phases.items() if k != "M"})
+        phases.update({k: v for k, v in report.info.phases.items() if k != "M"})
         os.remove(part.path)
-    want = collections.Counter({k: v for k, v in source.phases.items() if k != "M"})
+    want = collections.Counter({k: v for k, v in source.info.phases.items() if k != "M"})
     assert want - phases == collections.Counter(
         {k: n for k, n in (want - phases).items() if k in ("s", "f")}
     )
-    assert sum((want - phases).values()) == result.flow_events_cut
+    assert sum((want - phases).values()) == result.flow_events_cut + result.flow_events_unpaired
     kept = tmp_path / "kernels.json"
     filtered = kinetrace.filter_trace(src, kept, include_cats=["kernel"])
     report = kinetrace.check_trace(kept)
-    assert report.valid and report.categories.get("kernel") == source.categories["kernel"]
-    assert filtered.events_written < source.events
+    assert report.valid
+    assert report.info.categories.get("kernel") == source.info.categories["kernel"]
+    assert filtered.events_written < source.info.events

@@ -9,6 +9,8 @@ The profiler lifecycle names (``profile``, ``schedule``, ``tensorboard_trace_han
 
 from typing import TYPE_CHECKING, Any
 
+from kinetrace._check import CheckReport, Example, Finding, TraceInfo, TrackCount, check_trace
+from kinetrace._compress import CompressResult, compress_trace
 from kinetrace._errors import TraceFormatError
 from kinetrace._export import (
     DEFAULT_COMPRESSLEVEL,
@@ -21,8 +23,8 @@ from kinetrace._fallback import FallbackWarning
 from kinetrace._gzip import GzipWriter
 from kinetrace._kinetrace import __version__
 from kinetrace._merge import MergedProcess, MergedRank, MergeResult, MergeWarning, merge_traces
+from kinetrace._repair import Change, RepairReport, repair_trace
 from kinetrace._split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
-from kinetrace._tools import CheckReport, CompressResult, check_trace, compress_trace
 from kinetrace._workers import WorkerError
 
 if TYPE_CHECKING:
@@ -63,12 +65,15 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DEFAULT_COMPRESSLEVEL",
+    "Change",
     "CheckReport",
     "CompressResult",
+    "Example",
     "ExportHandle",
     "ExportStats",
     "FallbackWarning",
     "FilterResult",
+    "Finding",
     "GzipWriter",
     "Keep",
     "MergeResult",
@@ -77,8 +82,11 @@ __all__ = [
     "MergedRank",
     "Part",
     "ProfilerAction",
+    "RepairReport",
     "SplitResult",
     "TraceFormatError",
+    "TraceInfo",
+    "TrackCount",
     "WorkerError",
     "__version__",
     "check_trace",
@@ -90,6 +98,7 @@ __all__ = [
     "installed_context",
     "merge_traces",
     "profile",
+    "repair_trace",
     "schedule",
     "split_trace",
     "tensorboard_trace_handler",

@@ -41,10 +41,17 @@ training loop's core); the jobs that arrive meanwhile wait in order, at most
 schedule whose cycles come faster than the exports finish). Each waiting job keeps its
 result alive (the profiler has moved on to a new one). Peak memory beyond what the process
 uses without kinetrace is therefore: the results of at most ``1 + MAX_WAITING`` cycles, plus
-one child's private pages. Those are the export's own working set (~32 bytes an activity
-plus a few MB of batches, and ~180 bytes an activity per extra ``workers=`` process) plus the
-pages the parent writes while the child runs (copy on write), which can never exceed the
-parent's resident size at the fork.
+one child's private pages. Those are the export's own working set -- the child calls
+``trace_activities()`` itself, which builds one Python object per activity there: with the
+first pass (32 bytes an activity) and the batches, ~290 bytes an activity plus ~20 MiB
+(measured: 98 MiB at 300k activities, 431 MiB at 1.5M; ``benches/bench_limits.py``,
+checked by ``tests/test_limits.py``), and ~180 bytes an activity per extra ``workers=``
+process -- plus the pages the parent writes while the child runs (copy on write), which can
+never exceed the parent's resident size at the fork.
+
+Fork. A process that forks while jobs are pending (the caller's own ``os.fork``, not this
+module's) gives the child no runner thread and, through ``kinetrace._handles``, none of the
+pending handles: the jobs belong to the parent's runner and child processes.
 
 Exit and interrupts. Handles live in ``kinetrace._handles``'s pending list like the other
 background exports: ``result()``, :func:`kinetrace.wait` and the next export report their
@@ -61,7 +68,6 @@ from __future__ import annotations
 import _thread
 import contextlib
 import gc
-import glob
 import os
 import queue
 import signal
@@ -69,7 +75,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from kinetrace import _extract, _handles, _workers
+from kinetrace import _extract, _kinetrace, _workers
 
 __all__ = ["MAX_WAITING", "NICE", "available", "prestart", "submit"]
 
@@ -209,7 +215,6 @@ def _child_main(job: Job, host: _extract.HostIdentity, to_parent: int) -> NoRetu
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.disable()
         _extract._host_override = host
-        _handles.forget_pending()
         stats = job._export(job._result, job.path)
         _workers._send(
             to_parent, ("done", stats.events, stats.uncompressed_bytes, stats.file_bytes)
@@ -232,14 +237,9 @@ def _kill_group(pid: int) -> None:
 
 
 def _remove_temporaries(path: str, pid: int) -> None:
-    """The temporary file a killed child (pid) left beside ``path``: the writer's, named
-    ``.{name}.{pid}.{random}.kinetrace-tmp`` (worker outputs are anonymous files: nothing
-    of theirs outlives the processes)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    pattern = glob.escape(f".{name}.{pid}.") + "*.kinetrace-tmp"
-    for leftover in glob.glob(os.path.join(glob.escape(directory), pattern)):
-        with contextlib.suppress(OSError):
-            os.remove(leftover)
+    """The temporary file a killed child (pid) left beside ``path`` (the writer's; worker
+    outputs are anonymous files: nothing of theirs outlives the processes)."""
+    _kinetrace.remove_temporaries(path, pid)
 
 
 class _Runner:

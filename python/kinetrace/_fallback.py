@@ -1,27 +1,34 @@
-"""torch < 2.13 (no ``_ProfilerResult.trace_activities()``): Kineto's own writer, streamed.
+"""torch < 2.13 (no ``_ProfilerResult.trace_activities()``): Kineto's own writer.
 
 ``result.save(p)`` (Kineto's C++ ChromeTraceLogger) is the only exporter those versions have.
-kinetrace points it at FIFOs in a private temporary directory (mode 0700, in the system's
-temporary directory: FIFOs hold no data) and streams what arrives, from Rust threads that
-never need the GIL (``save`` holds it throughout), into the destination: written atomically
-(or directly, for an existing FIFO or ``/dev/null``), and for ``.gz`` through the parallel
-single-member gzip encoder. No file as large as the trace is written.
+``save`` holds the GIL throughout, so what kinetrace does meanwhile runs on Rust threads.
 
-The file is Kineto's format, not torch's Python-exporter format, made strict JSON on the
-way (see ``kinetrace._kinetrace._FallbackStream``): quotes Kineto leaves unescaped in names
-are escaped, and the text is validated, so an export whose trace is still not strict JSON
-raises instead of writing it. ``traceName`` names the destination rather than the FIFO.
-Metadata kinetrace carries itself (``kinetrace.profile.add_metadata`` on these versions,
-and the ``metadata`` argument) is written as top-level keys exactly as given; Kineto's own
-metadata passes through Kineto, which writes every ``\\`` in a value as ``/``. Kineto
-also writes a ``\\`` in a name as ``/`` and a name with a tab or non-ASCII character as
-``"unknown"``; kinetrace cannot recover those names.
+A plain ``.json`` (see ``kinetrace._kinetrace._FallbackFile``): Kineto writes into a private
+directory (mode 0700) beside the destination's target, at its own speed, while a thread reads
+and checks what it wrote; when ``save`` returns, the file is edited where it lies (only from
+the first change on) and renamed over the destination. A destination written in place (an
+existing FIFO or device), a directory whose name Kineto would not write as a plain JSON string,
+or a system other than POSIX takes the next way instead.
 
-Kineto writes ``p + ".tmp"`` and renames it over ``p`` (torch 2.15) or writes ``p`` itself
-(older Kineto), so there is a FIFO at each; exactly one must receive the trace. Should
-Kineto leave a regular file instead (a writer that replaces the FIFO), that file is
-streamed into the destination after ``save``. Where FIFOs are unavailable (Windows, or a
-filesystem without them), ``save`` writes a regular temporary file beside the destination,
+``.json.gz`` (see ``kinetrace._kinetrace._FallbackStream``): FIFOs in a private directory
+(mode 0700, in the system's temporary directory: FIFOs hold no data) whose text is streamed
+into the destination: written atomically (or directly, for an existing FIFO or ``/dev/null``)
+through the parallel single-member gzip encoder. No file as large as the trace is written.
+
+The file is Kineto's format, not torch's Python-exporter format, made strict JSON: quotes
+Kineto leaves unescaped in names are escaped, and the text is validated, so an export whose
+trace is still not strict JSON raises instead of writing it. ``traceName`` names the
+destination rather than the private file. Metadata kinetrace carries itself
+(``kinetrace.profile.add_metadata`` on these versions, and the ``metadata`` argument) is
+written as top-level keys exactly as given; Kineto's own metadata passes through Kineto, which
+writes every ``\\`` in a value as ``/``. Kineto also writes a ``\\`` in a name as ``/`` and a
+name with a tab or non-ASCII character as ``"unknown"``; kinetrace cannot recover those names.
+
+Kineto writes ``p + ".tmp"`` and renames it over ``p`` (torch 2.11 to 2.15) or writes ``p``
+itself (older Kineto), so there is a file (or FIFO) at each; exactly one must receive the
+trace. Should Kineto leave a regular file of its own instead (a writer that replaces the
+FIFO or the file), that file is used after ``save``. Where FIFOs are unavailable (Windows, or
+a filesystem without them), ``save`` writes a regular temporary file beside the destination,
 which is then streamed (compressed for ``.gz``) into place and removed: there, a full-size
 copy exists while the export runs.
 
@@ -39,7 +46,6 @@ import contextlib
 import errno
 import json
 import os
-import secrets
 import shutil
 import stat
 import sys
@@ -152,6 +158,12 @@ def export_via_kineto(
     # Ctrl-C lands right after os.mkdir.
     scratches: list[str] = []
     try:
+        beside = _in_place_directory(trace_name) if level is None else None
+        if beside is not None:
+            target = os.path.join(_private_dir(beside, scratches, trace_name), _TRACE_FILE)
+            rename = _trace_name_rewrite(target, trace_name)
+            counts = _save_in_place(result, target, trace_name, rename, members)
+            return _stats(counts, started, trace_name)
         target = os.path.join(_private_dir(tempfile.gettempdir(), scratches), _TRACE_FILE)
         fifos = _make_fifos(target)
         if fifos is None:
@@ -160,7 +172,7 @@ def export_via_kineto(
                 raise FileNotFoundError(
                     errno.ENOENT, f"cannot write {trace_name}: no such directory", parent
                 )
-            target = os.path.join(_private_dir(parent, scratches), _TRACE_FILE)
+            target = os.path.join(_private_dir(parent, scratches, trace_name), _TRACE_FILE)
             rename = _trace_name_rewrite(target, trace_name)
             result.save(target)
             counts = _stream_saved_file(target, trace_name, level, threads, rename, members)
@@ -171,6 +183,10 @@ def export_via_kineto(
             )
     finally:
         _remove_dirs(scratches)
+    return _stats(counts, started, trace_name)
+
+
+def _stats(counts: tuple[int, int, int], started: float, trace_name: str) -> ExportStats:
     events, text_bytes, file_bytes = counts
     return ExportStats(
         events=events,
@@ -179,6 +195,55 @@ def export_via_kineto(
         seconds=time.perf_counter() - started,
         path=trace_name,
     )
+
+
+def _in_place_directory(trace_name: str) -> str | None:
+    """Where the private directory for a plain destination goes (beside the file the
+    destination names), or None where the FIFOs are used instead: a destination written
+    in place (an existing FIFO or device), a system without FIFOs' POSIX semantics, or a
+    directory whose name Kineto would not write as a plain JSON string (a quote, a
+    backslash, a control character, text that is not UTF-8): Kineto writes the path it is
+    given into the trace, and it must be found there again to be replaced. Raises OSError
+    naming the destination for one that cannot be written."""
+    if os.name != "posix":
+        return None
+    directory = _kinetrace._FallbackFile.directory(trace_name)
+    if directory is None:
+        return None
+    text = os.fsdecode(os.path.abspath(directory))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    if '"' in text or "\\" in text or not text.isprintable():
+        return None
+    return text
+
+
+def _save_in_place(
+    result: Any,
+    target: str,
+    trace_name: str,
+    rename: tuple[bytes, bytes],
+    members: list[tuple[str, str]],
+) -> tuple[int, int, int]:
+    """``save`` into ``target`` (a private file beside the destination), checked while
+    Kineto writes it, then edited and renamed over the destination."""
+    stream = None
+    try:
+        stream = _kinetrace._FallbackFile(target, trace_name, rename, members)
+        result.save(target)
+        counts = stream.finish()
+    finally:
+        # abort() first, and nothing before it that runs Python code (see _stream_fifos).
+        if stream is not None:
+            stream.abort()
+    if counts is None:
+        raise RuntimeError(
+            f"torch's _ProfilerResult.save() wrote no trace (nothing arrived at {target}); "
+            f"{trace_name} was not written"
+        )
+    return counts
 
 
 def _metadata_members(metadata: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -191,18 +256,27 @@ def _metadata_members(metadata: Mapping[str, Any] | None) -> list[tuple[str, str
     ]
 
 
-def _private_dir(parent: str, made: list[str]) -> str:
-    """A new directory only this user can enter (mode 0700), under ``parent``. Its name is
-    appended to ``made`` before it is created (a name whose creation failed stays there:
-    removing what does not exist does nothing)."""
+def _private_dir(parent: str, made: list[str], destination: str | None = None) -> str:
+    """A new directory only this user can enter (mode 0700), under ``parent``, named as a
+    temporary (``.kinetrace.{pid}.{host}.{random}.kinetrace-tmp``: one a killed export left
+    is removed by the next export there, see docs/security.md). Its name is appended to
+    ``made`` before it is created (a name whose creation failed stays there: removing what
+    does not exist does nothing). An error names ``destination`` when given (the directory
+    is made beside it)."""
     while True:
-        name = os.path.join(parent, f".kinetrace-{secrets.token_hex(8)}")
+        name = os.path.join(parent, os.fspath(_kinetrace._FallbackFile.private_name(parent)))
         made.append(name)
         try:
             os.mkdir(name, 0o700)
         except FileExistsError:  # not ours: never removed
             made.pop()
             continue
+        except OSError as exc:
+            if destination is None or exc.errno is None:
+                raise
+            raise type(exc)(
+                exc.errno, f"cannot write {destination}: {exc.strerror}", destination
+            ) from exc
         return name
 
 

@@ -1,9 +1,17 @@
 """Export handles: ``ExportStats``, ``ExportHandle`` (a background export), :func:`wait`,
-the list of pending background exports, and waiting for them at interpreter exit."""
+the list of pending background exports, and waiting for them at interpreter exit.
+
+A forked child (``os.fork``, ``multiprocessing``'s fork start method, a pre-forking server)
+starts with none of the parent's exports: they run in the parent (its child process or its
+threads), so the child neither waits for them at exit nor reports them, and a handle it
+inherited raises instead of waiting for a job that is not there (see :func:`_forget_in_child`).
+"""
 
 from __future__ import annotations
 
 import atexit
+import itertools
+import os
 import sys
 import threading
 import time
@@ -49,6 +57,10 @@ class ExportHandle:
         #: Where the trace is being written.
         self.path = path
         self._started = started
+        # The process that started the export: only it can wait for the export.
+        self._owner = os.getpid()
+        # Start order, for :func:`wait`.
+        self._number = 0
 
     def done(self) -> bool:
         """True once the file is complete (or the export failed)."""
@@ -70,6 +82,12 @@ class ExportHandle:
         return self._outcome
 
     def _settle(self, timeout: float | None) -> bool:
+        # Before the lock: in a forked child, a thread of the parent may have held it.
+        if os.getpid() != self._owner:
+            raise RuntimeError(
+                f"the export to {self.path} belongs to process {self._owner}, which started "
+                f"it; this process (pid {os.getpid()}) is a fork of it and cannot wait for it"
+            )
         with self._lock:
             if self._outcome is None:
                 try:
@@ -100,6 +118,8 @@ class ExportHandle:
 
     def _abandon(self) -> None:
         """Stop the export if it still runs (its temporary file is removed)."""
+        if os.getpid() != self._owner:
+            return
         with self._lock:
             if self._outcome is None and self._exporter is not None:
                 self._exporter.abort()
@@ -126,21 +146,31 @@ class ExportHandle:
 
 
 _pending: list[ExportHandle] = []
+# Exports that succeeded and left ``_pending`` before :func:`wait` was called (the next
+# export reaps finished ones): (start number, stats), kept for ``wait()`` to return.
+_finished: list[tuple[int, ExportStats]] = []
 _pending_lock = threading.Lock()
+_numbers = itertools.count(1)
 
 
 def add_pending(handle: ExportHandle) -> None:
     """Track a background export: :func:`wait`, the next export and exit report it."""
     with _pending_lock:
+        handle._number = next(_numbers)
         _pending.append(handle)
 
 
-def forget_pending() -> None:
-    """In a forked child: the parent's pending exports are not this process's to wait for or
-    report, and a lock another thread held at the fork would stay held here."""
+def _forget_in_child() -> None:
+    """In a forked child: the parent's exports are not this process's to wait for or
+    report (their child process or threads belong to the parent), and a lock another thread
+    held at the fork would stay held here."""
     global _pending_lock
     _pending_lock = threading.Lock()
     _pending.clear()
+    _finished.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _raise_unreported_errors() -> None:
@@ -152,6 +182,8 @@ def _raise_unreported_errors() -> None:
             with _pending_lock:
                 if handle in _pending:
                     _pending.remove(handle)
+                    if isinstance(handle._outcome, ExportStats):
+                        _finished.append((handle._number, handle._outcome))
             error = handle._unreported_error()
             if error is not None:
                 raise RuntimeError(
@@ -160,20 +192,26 @@ def _raise_unreported_errors() -> None:
 
 
 def wait(timeout: float | None = None) -> list[ExportStats]:
-    """Wait for every background export started so far.
+    """Wait for every background export this process started since the previous
+    ``wait()`` (or since it started, or was forked: a forked child has none of its
+    parent's exports).
 
-    Returns the stats of those that succeeded, in start order. After waiting for all of
-    them, raises the first error that nobody has seen yet (an error already raised by
-    ``result()`` is not raised again).
+    Returns the stats of every one of them that succeeded, in start order, those that
+    finished before this call included; each export is returned by one ``wait()`` only.
+    After waiting for all of them, raises the first error that nobody has seen yet (an
+    error already raised by ``result()`` or by a later export is not raised again).
+    Until ``wait()`` is called, each finished export keeps its :class:`ExportStats` (a few
+    hundred bytes) for it. A call that raises returns nothing: the stats it collected are
+    dropped with it.
 
     Raises:
-        TimeoutError: an export is still running after ``timeout`` seconds.
+        TimeoutError: an export is still running after ``timeout`` seconds; the exports
+            finished so far are kept for the next ``wait()``.
     """
     with _pending_lock:
         handles = list(_pending)
     deadline = None if timeout is None else time.monotonic() + timeout
     first_error: BaseException | None = None
-    stats = []
     for handle in handles:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         if not handle._settle(remaining):
@@ -181,14 +219,17 @@ def wait(timeout: float | None = None) -> list[ExportStats]:
         with _pending_lock:
             if handle in _pending:
                 _pending.remove(handle)
-        if isinstance(handle._outcome, ExportStats):
-            stats.append(handle._outcome)
-        else:
+                if isinstance(handle._outcome, ExportStats):
+                    _finished.append((handle._number, handle._outcome))
+        if not isinstance(handle._outcome, ExportStats):
             error = handle._unreported_error()
             first_error = first_error or error
+    with _pending_lock:
+        done = sorted(_finished, key=lambda entry: entry[0])
+        _finished.clear()
     if first_error is not None:
         raise first_error
-    return stats
+    return [stats for _, stats in done]
 
 
 @atexit.register

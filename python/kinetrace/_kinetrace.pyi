@@ -5,7 +5,8 @@ A build with the cargo feature ``test-hooks`` (never a release wheel) also has
 
 from collections.abc import Callable
 from os import PathLike
-from typing import Any, ClassVar, TypedDict, final, overload
+from pathlib import Path
+from typing import Any, ClassVar, Literal, TypedDict, final, overload
 
 from typing_extensions import Self
 
@@ -15,14 +16,18 @@ __all__ = [
     "_Accessors",
     "_Discard",
     "_Exporter",
+    "_FallbackFile",
     "_FallbackStream",
     "_GzipEncoder",
     "__version__",
     "check_trace",
     "common_type",
+    "create_temporary",
     "filter_trace",
     "merge_traces",
     "recompress",
+    "remove_temporaries",
+    "repair_trace",
     "split_trace",
     "trimonth_base_ns",
 ]
@@ -46,6 +51,7 @@ class _PartStats(TypedDict):
 class _SplitStats(TypedDict):
     events_read: int
     flow_events_cut: int
+    flow_events_unpaired: int
     json_bytes_read: int
     oversized_parts: int
 
@@ -54,8 +60,69 @@ class _FilterStats(TypedDict):
     events_written: int
     metadata_written: int
     flow_events_cut: int
+    flow_events_unpaired: int
     json_bytes_read: int
     json_bytes_written: int
+
+class _Example(TypedDict):
+    offset: int | None
+    event_index: int | None
+    message: str
+
+class _TrackCount(TypedDict):
+    pid: str
+    tid: str
+    name: str | None
+    dropped: int
+
+class _Finding(TypedDict):
+    kind: str
+    level: Literal["error", "warning"]
+    count: int
+    message: str
+    examples: list[_Example]
+    tracks: list[_TrackCount]
+    track_count: int
+    note: str | None
+
+class _TraceInfo(TypedDict):
+    json_bytes: int
+    gzip_members: int
+    top_level_keys: list[str]
+    schema_version: Any
+    trace_name: Any
+    base_time_ns: Any
+    display_time_unit: Any
+    events: int
+    phases: dict[str, int]
+    categories: dict[str, int]
+    processes: int
+    threads: int
+    ts_min: float | None
+    ts_max: float | None
+    flows_paired: int
+    flows_unpaired: int
+    summary_truncated: bool
+
+class _CheckReport(TypedDict):
+    valid: bool
+    complete: bool
+    errors: list[_Finding]
+    warnings: list[_Finding]
+    info: _TraceInfo
+
+class _Change(TypedDict):
+    kind: str
+    count: int
+    message: str
+    examples: list[_Example]
+
+class _RepairStats(TypedDict):
+    changes: list[_Change]
+    json_bytes_read: int
+    json_bytes_written: int
+    events_read: int
+    events_written: int
 
 class _MergedProcessStats(TypedDict):
     source_pid: str
@@ -88,7 +155,16 @@ class _MergeStats(TypedDict):
     warnings: list[str]
 
 def trimonth_base_ns(earliest_ns: int) -> int: ...
-def check_trace(path: str | PathLike[str], max_errors: int = 50) -> dict[str, Any]: ...
+def check_trace(path: str | PathLike[str], examples: int = 5) -> _CheckReport: ...
+def create_temporary(directory: str | PathLike[str], name: str) -> Path: ...
+def remove_temporaries(path: str | PathLike[str], pid: int) -> int: ...
+def repair_trace(
+    src: str | PathLike[str],
+    dst: str | PathLike[str],
+    untangle: bool,
+    gzip: tuple[int, int] | None,
+    examples: int = 5,
+) -> _RepairStats: ...
 def recompress(
     src: str | PathLike[str], dst: str | PathLike[str], level: int, threads: int
 ) -> tuple[int, int]: ...
@@ -238,5 +314,21 @@ class _FallbackStream:
         trace_name: tuple[bytes, bytes] | None = None,
         metadata: list[tuple[str, str]] = ...,
     ) -> _FallbackStream: ...
+    def finish(self) -> tuple[int, int, int] | None: ...
+    def abort(self) -> None: ...
+
+@final
+class _FallbackFile:
+    def __new__(
+        cls,
+        path: str | PathLike[str],
+        dst: str | PathLike[str],
+        trace_name: tuple[bytes, bytes] | None = None,
+        metadata: list[tuple[str, str]] = ...,
+    ) -> Self: ...
+    @staticmethod
+    def directory(dst: str | PathLike[str]) -> PathLike[str] | None: ...
+    @staticmethod
+    def private_name(dir: str | PathLike[str]) -> PathLike[str]: ...
     def finish(self) -> tuple[int, int, int] | None: ...
     def abort(self) -> None: ...

@@ -526,6 +526,11 @@ def tensorboard_trace_handler(
 # --------------------------------------------------------------------------------------
 
 _lock = threading.RLock()
+# A fork waits for an install() or uninstall() in progress: the child gets the patches all
+# in place or none, and the lock free.
+os.register_at_fork(
+    before=_lock.acquire, after_in_parent=_lock.release, after_in_child=_lock.release
+)
 # (owner, attribute, torch's object) for every patch in place; empty when not installed.
 _saved: list[tuple[Any, str, Any]] = []
 

@@ -117,6 +117,9 @@ class FilterResult:
     metadata_written: int
     #: Flow ends dropped because another end of their flow was not kept.
     flow_events_cut: int
+    #: Flow ends dropped because their flow has no other end in the source at all (many in
+    #: real GPU traces: not drawn by viewers either).
+    flow_events_unpaired: int
     json_bytes_read: int
     json_bytes_written: int
     seconds: float
@@ -142,6 +145,9 @@ class SplitResult:
     events_read: int
     #: Flow ends dropped because their flow crosses a window edge.
     flow_events_cut: int
+    #: Flow ends dropped because their flow has no other end in the source at all (many in
+    #: real GPU traces: not drawn by viewers either).
+    flow_events_unpaired: int
     #: JSON read per pass (the input is read twice).
     json_bytes_read: int
     #: Parts larger than asked (more than that much JSON within one histogram cell).
@@ -308,8 +314,9 @@ def _make_dirs(path: str) -> list[str]:
 
 @contextlib.contextmanager
 def _private_temp(directory: str, name: str) -> Iterator[str]:
-    """A path for a temporary file beside the destination, removed afterwards."""
-    path = os.path.join(directory, f".{name}.{os.getpid()}.{time.time_ns()}.kinetrace-full.json")
+    """A new temporary file beside the destination (empty; named as every temporary is, so
+    one a killed process leaves is removed by a later run), removed afterwards."""
+    path = os.fsdecode(_kinetrace.create_temporary(directory, name))
     try:
         yield path
     finally:

@@ -1,22 +1,30 @@
 //! The fallback: the export path for torch < 2.13, whose `_ProfilerResult` has no
 //! `trace_activities()`. Kineto's own writer (`result.save(path)`, the C++
-//! ChromeTraceLogger) is the only exporter there; Python points it at FIFOs and hands their
-//! ends to a [`Stream`], which streams what arrives into the destination.
+//! ChromeTraceLogger) is the only exporter there, and Python points it at one of two
+//! places:
 //!
-//! Kineto writes `path + ".tmp"` and renames it over `path` (newer Kineto), or writes `path`
-//! itself (older Kineto): there is a FIFO at each, and the one that receives data is the
-//! trace. On the way Kineto's text is made strict JSON and what Kineto would mangle is
-//! carried past it ([`text`]), and the result is checked ([`validator`]): a trace that is
-//! still not strict JSON fails the export instead of being written.
+//! - a private file beside a plain `.json` destination ([`InPlace`]): Kineto writes it at
+//!   full speed while a thread checks it, then it is edited where it lies and renamed;
+//! - FIFOs ([`Stream`]), for gzip and for destinations written in place: what arrives is
+//!   streamed into the destination, so no full-size copy of the trace lands on disk.
 //!
-//! - `stream`: the readers, the claimed output, finishing and aborting.
-//! - `text`: the per-chunk transforms (quote repair, inserted metadata, trace-name rewrite,
-//!   event count).
-//! - `validator`: the strict checker on a thread of its own.
+//! Kineto writes `path + ".tmp"` and renames it over `path` (the Kineto of torch 2.11 to
+//! 2.15), or writes `path` itself (older Kineto): both names are prepared, and the one that
+//! receives data is the trace. On the way Kineto's text is checked and made strict JSON
+//! ([`validator`]: a `"` Kineto left unescaped in a name is escaped), and what Kineto would
+//! mangle is carried past it ([`text`]): a trace that is still not strict JSON fails the
+//! export instead of being written.
+//!
+//! - `in_place`: the private file, its reader, the edits and the rename.
+//! - `stream`: the FIFO readers, the claimed output, finishing and aborting.
+//! - `text`: the quote verdict, inserted metadata, the trace-name rewrite.
+//! - `validator`: the strict check that also finds the repairs and counts the events.
 
+mod in_place;
 mod stream;
 mod text;
 mod validator;
 
+pub(crate) use in_place::{directory_for, InPlace};
 pub(crate) use stream::Stream;
 pub use text::TraceNameRewrite;

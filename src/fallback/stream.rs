@@ -1,7 +1,9 @@
 //! The stream: Kineto's output read from its sources (the read ends of FIFOs, or a file
-//! Kineto already wrote) by one thread each, made strict on the way ([`super::text`]) and
-//! written into the destination through [`Sink`] (plain, or one gzip member from the
-//! parallel encoder), so no copy of the trace lands on disk beside the destination.
+//! Kineto already wrote) by one thread each, checked and repaired on the way by that thread
+//! ([`Validator`]: each read is checked up to its last complete token, written with the
+//! repairs, and the rest kept for the next read) and written into the destination through
+//! [`Sink`] (plain, or one gzip member from the parallel encoder), so no copy of the trace
+//! lands on disk beside the destination.
 //!
 //! The output is created before any reader starts (so a bad destination fails while the
 //! result can still be saved) and is claimed by the first reader that receives a byte; a
@@ -26,8 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use super::text::{head_members, EventCounter, HeadInsert, QuoteRepair, TraceNameRewrite};
-use super::validator::Validator;
+use super::text::{head_members, TraceNameRewrite};
+use super::validator::{not_strict, Validator};
 use crate::error::{panic_message, Error, Result};
 use crate::interrupt::{self, Interrupted};
 use crate::sink::{Encoding, Sink};
@@ -85,34 +87,113 @@ fn claim(shared: &Shared) -> Result<Sink> {
     })
 }
 
-/// The claimed output of one reader: the sink and the validator that sees the same bytes.
+/// The claimed output of one reader: the sink, the validator that checks (and repairs) what
+/// goes into it, and the tail held back for the trace-name rewrite.
 struct Output {
     sink: Sink,
     validator: Validator,
+    /// The members to insert after the opening `{` (taken once written).
+    head: Vec<u8>,
+    /// The last bytes written, held back for the rewrite.
+    held: Vec<u8>,
+    keep: usize,
 }
 
 impl Output {
-    fn write(&mut self, data: &[u8]) -> Result<()> {
-        self.validator.feed(data);
-        self.sink.write_all(data)
+    fn new(sink: Sink, shared: &Shared) -> Output {
+        Output {
+            sink,
+            validator: Validator::new(shared.head.clone()),
+            head: shared.head.clone(),
+            held: Vec::new(),
+            keep: shared.rewrite.as_ref().map_or(0, TraceNameRewrite::keep),
+        }
+    }
+
+    /// Checks the complete tokens at the start of `text` (what earlier calls left, then
+    /// new bytes) and writes them, repaired: the bytes consumed.
+    fn take(&mut self, text: &[u8]) -> Result<usize> {
+        let start = self.validator.offset();
+        let used = self.validator.feed(text).map_err(not_strict)?;
+        self.emit(&text[..used], start)?;
+        Ok(used)
+    }
+
+    /// The end of the text: checks and writes `rest`, then the held tail, rewritten.
+    fn end(&mut self, rest: &[u8], rewrite: Option<&TraceNameRewrite>) -> Result<()> {
+        let start = self.validator.offset();
+        self.validator.finish(rest).map_err(not_strict)?;
+        self.emit(rest, start)?;
+        if let Some(rewrite) = rewrite {
+            rewrite.apply(&mut self.held);
+        }
+        self.sink.write_all(&self.held)
+    }
+
+    /// Writes `text` (checked; it starts at `start` in Kineto's text) with the repairs and
+    /// the members the validator placed in it.
+    fn emit(&mut self, text: &[u8], start: u64) -> Result<()> {
+        let mut from = 0;
+        if let Some(at) = self.validator.head_at().filter(|_| !self.head.is_empty()) {
+            // Once: the members are gone from `self.head` after this.
+            let at = (at - start) as usize;
+            let members = std::mem::take(&mut self.head);
+            self.push(&text[..at])?;
+            self.push(&members)?;
+            from = at;
+        }
+        let mut repairs = std::mem::take(self.validator.repairs());
+        let mut result = Ok(());
+        for &at in &repairs {
+            let at = (at - start) as usize;
+            result = result
+                .and_then(|()| self.push(&text[from..at]))
+                .and_then(|()| self.push(b"\\"));
+            from = at;
+        }
+        repairs.clear();
+        *self.validator.repairs() = repairs; // the allocation, for the next piece
+        result.and_then(|()| self.push(&text[from..]))
+    }
+
+    /// Writes `data`, holding back the last `keep` bytes of the text for the rewrite.
+    fn push(&mut self, data: &[u8]) -> Result<()> {
+        if self.keep == 0 {
+            return self.sink.write_all(data);
+        }
+        if data.len() >= self.keep {
+            self.sink.write_all(&self.held)?;
+            self.held.clear();
+            let cut = data.len() - self.keep;
+            self.sink.write_all(&data[..cut])?;
+            self.held.extend_from_slice(&data[cut..]);
+        } else {
+            self.held.extend_from_slice(data);
+            if self.held.len() >= 2 * self.keep {
+                let cut = self.held.len() - self.keep;
+                self.sink.write_all(&self.held[..cut])?;
+                self.held.drain(..cut);
+            }
+        }
+        Ok(())
     }
 }
 
 /// Streams one source into the shared sink (claimed on the first byte), to end of file.
 fn read_source(src: &mut File, shared: &Shared) -> Outcome {
     let mut buf = vec![0u8; CHUNK];
+    // Bytes at the front of `buf` the validator left (a token cut by the read).
+    let mut filled = 0;
     let mut out: Option<Output> = None;
     let mut failed: Option<Error> = None;
-    let mut events = EventCounter::default();
-    let mut head = HeadInsert::new(shared.head.clone());
-    let mut repair = QuoteRepair::default();
-    let mut inserted: Vec<u8> = Vec::new();
-    let mut held: Vec<u8> = Vec::new();
     loop {
         if shared.cancel.load(Ordering::Relaxed) {
             return Outcome::Cancelled;
         }
-        let n = match src.read(&mut buf) {
+        if filled == buf.len() {
+            buf.resize(buf.len() * 2, 0); // one token longer than the buffer
+        }
+        let n = match src.read(&mut buf[filled..]) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -121,39 +202,27 @@ fn read_source(src: &mut File, shared: &Shared) -> Outcome {
         if failed.is_some() {
             continue; // drain, so Kineto (holding the GIL) never blocks on a full pipe
         }
-        let data = &buf[..n];
         let output = match &mut out {
             Some(output) => output,
-            None => match claim(shared).and_then(|sink| {
-                Ok(Output {
-                    sink,
-                    validator: Validator::start()?,
-                })
-            }) {
-                Ok(output) => out.insert(output),
+            None => match claim(shared) {
+                Ok(sink) => out.insert(Output::new(sink, shared)),
                 Err(e) => {
                     failed = Some(e);
                     continue;
                 }
             },
         };
-        events.feed(data);
-        inserted.clear();
-        head.feed(data, &mut inserted);
-        repair.feed(&inserted, &mut held);
-        let keep = shared.rewrite.as_ref().map_or(0, TraceNameRewrite::keep);
-        let written = if held.len() >= 2 * keep.max(1) {
-            let cut = held.len() - keep;
-            let written = output.write(&held[..cut]);
-            held.drain(..cut);
-            written
-        } else {
-            Ok(())
-        };
-        if let Err(e) = written {
-            failed = Some(e);
-            out = None; // removes the temporary file now, freeing the space
-            held = Vec::new();
+        filled += n;
+        match output.take(&buf[..filled]) {
+            Ok(used) => {
+                buf.copy_within(used..filled, 0);
+                filled -= used;
+            }
+            Err(e) => {
+                failed = Some(e);
+                out = None; // removes the temporary file now, freeing the space
+                filled = 0;
+            }
         }
     }
     if let Some(e) = failed {
@@ -162,20 +231,12 @@ fn read_source(src: &mut File, shared: &Shared) -> Outcome {
     let Some(mut output) = out else {
         return Outcome::Empty;
     };
-    repair.finish(&mut held);
-    if let Some(rewrite) = &shared.rewrite {
-        rewrite.apply(&mut held);
-    }
-    if let Err(e) = output.write(&held) {
+    if let Err(e) = output.end(&buf[..filled], shared.rewrite.as_ref()) {
         return Outcome::Failed(e);
     }
-    let Output { sink, validator } = output;
-    match validator.finish() {
-        Ok(()) => Outcome::Filled {
-            sink: Box::new(sink),
-            events: events.count(),
-        },
-        Err(e) => Outcome::Failed(e),
+    Outcome::Filled {
+        events: output.validator.events(),
+        sink: Box::new(output.sink),
     }
 }
 

@@ -1,5 +1,6 @@
-//! `check_trace`, `recompress`, `split_trace` and `filter_trace`: the streaming tools over
-//! trace files for Python (`kinetrace check` / `compress` / `split` / `filter`). Each runs
+//! `check_trace`, `repair_trace`, `recompress`, `split_trace` and `filter_trace`: the
+//! streaming tools over trace files for Python (`kinetrace check` / `repair` / `compress` /
+//! `split` / `filter`). Each runs
 //! with the GIL released and answers Ctrl-C at its progress reports (every few MB).
 
 use std::path::PathBuf;
@@ -8,7 +9,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::interrupt::detached;
-use crate::check::{self, CheckOptions, CheckReport, TopValue};
+use crate::check::{self, CheckOptions, CheckReport, Finding, TopValue};
+use crate::repair::{self, RepairOptions};
 use crate::sink::Encoding;
 use crate::split;
 
@@ -42,44 +44,92 @@ fn counts<'py>(py: Python<'py>, pairs: &[(String, u64)]) -> PyResult<Bound<'py, 
     Ok(d)
 }
 
-fn report_dict<'py>(py: Python<'py>, r: &CheckReport) -> PyResult<Bound<'py, PyDict>> {
+fn finding_dict<'py>(py: Python<'py>, f: &Finding) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("valid", r.valid)?;
-    d.set_item("json_valid", r.json_valid)?;
-    d.set_item("errors", PyList::new(py, &r.errors)?)?;
-    d.set_item("error_count", r.error_count)?;
-    d.set_item("warnings", PyList::new(py, &r.warnings)?)?;
-    d.set_item("json_bytes", r.json_bytes)?;
-    d.set_item("gzip_members", r.gzip_members)?;
-    d.set_item("top_level_keys", PyList::new(py, &r.top_level_keys)?)?;
-    d.set_item("schema_version", top_value(py, &r.schema_version)?)?;
-    d.set_item("trace_name", top_value(py, &r.trace_name)?)?;
-    d.set_item("base_time_ns", top_value(py, &r.base_time_ns)?)?;
-    d.set_item("display_time_unit", top_value(py, &r.display_time_unit)?)?;
-    d.set_item("events", r.events)?;
-    d.set_item("phases", counts(py, &r.phases)?)?;
-    d.set_item("categories", counts(py, &r.categories)?)?;
-    d.set_item("processes", r.processes)?;
-    d.set_item("threads", r.threads)?;
-    d.set_item("ts_min", r.ts_min)?;
-    d.set_item("ts_max", r.ts_max)?;
-    d.set_item("flows_paired", r.flows_paired)?;
-    d.set_item("flows_unpaired", r.flows_unpaired)?;
-    d.set_item("summary_truncated", r.summary_truncated)?;
+    d.set_item("kind", f.kind.name())?;
+    d.set_item(
+        "level",
+        if f.kind.is_error() {
+            "error"
+        } else {
+            "warning"
+        },
+    )?;
+    d.set_item("count", f.count)?;
+    d.set_item("message", &f.message)?;
+    let examples = PyList::empty(py);
+    for e in &f.examples {
+        let ed = PyDict::new(py);
+        ed.set_item("offset", e.offset)?;
+        ed.set_item("event_index", e.index)?;
+        ed.set_item("message", &e.message)?;
+        examples.append(ed)?;
+    }
+    d.set_item("examples", examples)?;
+    let tracks = PyList::empty(py);
+    for t in &f.tracks {
+        let td = PyDict::new(py);
+        td.set_item("pid", &t.pid)?;
+        td.set_item("tid", &t.tid)?;
+        td.set_item("name", &t.name)?;
+        td.set_item("dropped", t.dropped)?;
+        tracks.append(td)?;
+    }
+    d.set_item("tracks", tracks)?;
+    d.set_item("track_count", f.track_count)?;
+    d.set_item("note", &f.note)?;
     Ok(d)
 }
 
-/// Validates the trace at `path` (JSON or gzip of any number of members). An invalid trace
-/// is reported in the dict (`valid`, `errors`, ...), not raised; I/O errors raise OSError.
+fn findings<'py>(py: Python<'py>, fs: &[Finding]) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for f in fs {
+        list.append(finding_dict(py, f)?)?;
+    }
+    Ok(list)
+}
+
+fn report_dict<'py>(py: Python<'py>, r: &CheckReport) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("valid", r.valid())?;
+    d.set_item("complete", r.complete)?;
+    d.set_item("errors", findings(py, &r.errors)?)?;
+    d.set_item("warnings", findings(py, &r.warnings)?)?;
+    let s = &r.summary;
+    let info = PyDict::new(py);
+    info.set_item("json_bytes", s.json_bytes)?;
+    info.set_item("gzip_members", s.gzip_members)?;
+    info.set_item("top_level_keys", PyList::new(py, &s.top_level_keys)?)?;
+    info.set_item("schema_version", top_value(py, &s.schema_version)?)?;
+    info.set_item("trace_name", top_value(py, &s.trace_name)?)?;
+    info.set_item("base_time_ns", top_value(py, &s.base_time_ns)?)?;
+    info.set_item("display_time_unit", top_value(py, &s.display_time_unit)?)?;
+    info.set_item("events", s.events)?;
+    info.set_item("phases", counts(py, &s.phases)?)?;
+    info.set_item("categories", counts(py, &s.categories)?)?;
+    info.set_item("processes", s.processes)?;
+    info.set_item("threads", s.threads)?;
+    info.set_item("ts_min", s.ts_min)?;
+    info.set_item("ts_max", s.ts_max)?;
+    info.set_item("flows_paired", s.flows_paired)?;
+    info.set_item("flows_unpaired", s.flows_unpaired)?;
+    info.set_item("summary_truncated", s.summary_truncated)?;
+    d.set_item("info", info)?;
+    Ok(d)
+}
+
+/// Checks the trace at `path` (JSON or gzip of any number of members): errors, warnings
+/// and a summary (see `crate::check`). A trace that does not load is reported in the dict,
+/// not raised; I/O errors raise OSError.
 #[pyfunction]
-#[pyo3(signature = (path, max_errors=50))]
+#[pyo3(signature = (path, examples=5))]
 fn check_trace<'py>(
     py: Python<'py>,
     path: PathBuf,
-    max_errors: usize,
+    examples: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
     let options = CheckOptions {
-        max_errors,
+        examples,
         ..CheckOptions::default()
     };
     let report = detached(py, |interrupted| {
@@ -105,8 +155,58 @@ fn recompress(
     Ok((stats.json_bytes, stats.file_bytes))
 }
 
+/// Writes to `dst` the best loadable trace `src` holds (see `crate::repair`); `gzip`:
+/// (level, threads) for gzip output, None for plain JSON. Returns the changes and counts.
+#[pyfunction]
+#[pyo3(signature = (src, dst, untangle, gzip, examples=5))]
+fn repair_trace<'py>(
+    py: Python<'py>,
+    src: PathBuf,
+    dst: PathBuf,
+    untangle: bool,
+    gzip: Option<(u32, usize)>,
+    examples: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let options = RepairOptions {
+        untangle,
+        examples,
+        encoding: match gzip {
+            Some((level, threads)) => Encoding::Gzip { level, threads },
+            None => Encoding::Plain,
+        },
+    };
+    let r = detached(py, |interrupted| {
+        repair::repair(&src, &dst, options, &mut |_done| interrupted())
+    })?;
+    let d = PyDict::new(py);
+    let changes = PyList::empty(py);
+    for c in &r.changes {
+        let cd = PyDict::new(py);
+        cd.set_item("kind", c.kind.name())?;
+        cd.set_item("count", c.count)?;
+        cd.set_item("message", &c.message)?;
+        let examples = PyList::empty(py);
+        for e in &c.examples {
+            let ed = PyDict::new(py);
+            ed.set_item("offset", e.offset)?;
+            ed.set_item("event_index", e.index)?;
+            ed.set_item("message", &e.message)?;
+            examples.append(ed)?;
+        }
+        cd.set_item("examples", examples)?;
+        changes.append(cd)?;
+    }
+    d.set_item("changes", changes)?;
+    d.set_item("json_bytes_read", r.json_bytes_read)?;
+    d.set_item("json_bytes_written", r.json_bytes_written)?;
+    d.set_item("events_read", r.events_read)?;
+    d.set_item("events_written", r.events_written)?;
+    Ok(d)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(repair_trace, m)?)?;
     m.add_function(wrap_pyfunction!(recompress, m)?)?;
     m.add_function(wrap_pyfunction!(split_trace, m)?)?;
     m.add_function(wrap_pyfunction!(filter_trace, m)?)?;
@@ -132,6 +232,7 @@ fn split_dicts<'py>(
     }
     d.set_item("events_read", s.events_read)?;
     d.set_item("flow_events_cut", s.flow_events_cut)?;
+    d.set_item("flow_events_unpaired", s.flow_events_unpaired)?;
     d.set_item("json_bytes_read", s.json_bytes_read)?;
     d.set_item("oversized_parts", s.oversized_parts)?;
     Ok((parts, d))
@@ -213,6 +314,7 @@ fn filter_trace<'py>(
     d.set_item("events_written", s.events_written)?;
     d.set_item("metadata_written", s.metadata_written)?;
     d.set_item("flow_events_cut", s.flow_events_cut)?;
+    d.set_item("flow_events_unpaired", s.flow_events_unpaired)?;
     d.set_item("json_bytes_read", s.json_bytes_read)?;
     d.set_item("json_bytes_written", s.json_bytes_written)?;
     Ok(d)

@@ -1,6 +1,6 @@
-//! `_FallbackStream`: the fallback path's [`Stream`] for Python (`kinetrace._fallback`):
-//! converts descriptors and arguments, and runs the stream with the GIL released. What the
-//! stream does is in `crate::fallback`.
+//! `_FallbackStream` and `_FallbackFile`: the fallback path's [`Stream`] and [`InPlace`] for
+//! Python (`kinetrace._fallback`): converts descriptors and arguments, and runs them with the
+//! GIL released. What they do is in `crate::fallback`.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use pyo3::pybacked::PyBackedBytes;
 
 use super::interrupt::detached;
 use crate::error::lock;
-use crate::fallback::{Stream, TraceNameRewrite};
+use crate::fallback::{directory_for, InPlace, Stream, TraceNameRewrite};
 use crate::sink::Encoding;
 
 /// A finished stream: (events, bytes of text, bytes in the file).
@@ -190,6 +190,81 @@ impl PyFallbackStream {
     }
 }
 
+/// Kineto's trace written into a private file beside a plain destination, checked while
+/// Kineto writes it, then edited in place and renamed over the destination.
+///
+/// `path`: the file Kineto is told to write, in a private directory the caller made beside
+/// the destination (see `directory`); it and `path + ".tmp"` are created here, new and
+/// empty. `dst`: the destination. `trace_name`: optional `(find, replace)` bytes for
+/// Kineto's `"traceName"` value near the end. `metadata`: `(key, JSON text)` pairs written
+/// as top-level members after the opening `{`.
+#[pyclass(module = "kinetrace._kinetrace", name = "_FallbackFile")]
+pub(crate) struct PyFallbackFile {
+    inner: Mutex<Option<InPlace>>,
+}
+
+#[pymethods]
+impl PyFallbackFile {
+    #[new]
+    #[pyo3(signature = (path, dst, trace_name=None, metadata=vec![]))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        dst: PathBuf,
+        trace_name: Option<(PyBackedBytes, PyBackedBytes)>,
+        metadata: Vec<(String, String)>,
+    ) -> PyResult<Self> {
+        let s = Settings::new(None, 1, trace_name, metadata);
+        let in_place = py.detach(move || InPlace::start(&path, &dst, s.trace_name, &s.metadata))?;
+        Ok(PyFallbackFile {
+            inner: Mutex::new(Some(in_place)),
+        })
+    }
+
+    /// The directory to make the private directory in for `dst` (that of the file the
+    /// destination names, following symlinks), or None for a destination written in place
+    /// (an existing FIFO or device). Raises OSError naming `dst` for a directory, an
+    /// existing file that cannot be written, or a missing directory.
+    #[staticmethod]
+    fn directory(py: Python<'_>, dst: PathBuf) -> PyResult<Option<PathBuf>> {
+        Ok(py.detach(move || directory_for(&dst))?)
+    }
+
+    /// A new name for a private directory in `dir` (of the temporary shape, prefix
+    /// `kinetrace`; not created: make it with mode 0700, exclusively), after removing the
+    /// stale temporaries and private directories that killed exports left in `dir`.
+    #[staticmethod]
+    fn private_name(py: Python<'_>, dir: PathBuf) -> PathBuf {
+        py.detach(move || PathBuf::from(crate::temps::private_dir_name(&dir)))
+    }
+
+    /// After `save`: waits (GIL released, Ctrl-C answered) until the reader has checked
+    /// everything Kineto wrote, edits the file and renames it over the destination. Returns
+    /// (events, bytes of text, bytes in the file), or None when Kineto wrote nothing.
+    /// Raises when the text is not strict JSON or Kineto wrote more than one file (the
+    /// destination is then untouched).
+    fn finish(&self, py: Python<'_>) -> PyResult<Option<Counts>> {
+        let mut guard = lock(&self.inner, "fallback file")?;
+        let mut in_place = guard
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("the export is already finished or aborted"))?;
+        let finished = detached(py, |interrupted| in_place.finish(interrupted));
+        Ok(finished?.map(|s| (s.events, s.text_bytes, s.file_bytes)))
+    }
+
+    /// Stops the reader and removes the private file (unless it was renamed into place).
+    /// Safe to call more than once, and after `finish`.
+    fn abort(&self, py: Python<'_>) {
+        let in_place = lock(&self.inner, "fallback file")
+            .ok()
+            .and_then(|mut s| s.take());
+        if let Some(mut in_place) = in_place {
+            py.detach(move || in_place.abort());
+        }
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyFallbackStream>()
+    m.add_class::<PyFallbackStream>()?;
+    m.add_class::<PyFallbackFile>()
 }

@@ -414,6 +414,30 @@ fn _panic_for_tests() {
     panic!("panic requested by a test");
 }
 
+/// Creates an empty temporary file for the destination name `name` in `directory` (the
+/// shape every temporary has, see `crate::temps`; stale ones are removed first) and returns
+/// its path: for a file that is renamed into place once complete.
+#[pyfunction]
+fn create_temporary(directory: PathBuf, name: std::ffi::OsString) -> PyResult<PathBuf> {
+    let (_, path) = crate::temps::create(&directory, &name).map_err(|e| {
+        Error::io(
+            format!(
+                "cannot create a temporary file for {}",
+                directory.join(&name).display()
+            ),
+            e,
+        )
+    })?;
+    Ok(path)
+}
+
+/// Removes the temporary files process `pid` (a killed and reaped child) left beside
+/// `path` (beside its target, for a symbolic link); returns how many.
+#[pyfunction]
+fn remove_temporaries(path: PathBuf, pid: u32) -> usize {
+    crate::temps::remove_of_process(&crate::sink::target_dir(&path), pid)
+}
+
 /// The trimonth time base for a trace whose earliest time is `earliest_ns`.
 #[pyfunction]
 fn trimonth_base_ns(earliest_ns: i128) -> i128 {
@@ -438,5 +462,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;
     #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(create_temporary, m)?)?;
+    m.add_function(wrap_pyfunction!(remove_temporaries, m)?)?;
     Ok(())
 }

@@ -94,5 +94,5 @@ def assert_valid_trace(path: Path) -> dict[str, Any]:
     data = Path(path).read_bytes()
     trace = strict_loads(single_member_text(data) if path.name.endswith(".gz") else data)
     assert trace["traceName"] == str(path)
-    assert len(trace["traceEvents"]) == report["events"]
+    assert len(trace["traceEvents"]) == report["info"]["events"]
     return trace

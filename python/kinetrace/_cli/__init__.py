@@ -10,8 +10,9 @@ types, gzip options, printing a failure) is in :mod:`kinetrace._cli.args`.
 - SIGTERM and SIGHUP (what batch schedulers, ``timeout`` and a closed terminal send) stop a
   tool like Ctrl-C does: the signal becomes an exception at the next point where the work
   answers Ctrl-C (every ~50 ms), every file the tool created is removed on the way out, and
-  the exit status is 128 + the signal's number. Ctrl-C exits with 130. ``kinetrace run``
-  leaves the signals to the script it runs.
+  the exit status is 128 + the signal's number; more stop signals meanwhile are ignored, so
+  they cannot cut the cleanup short. Ctrl-C exits with 130. ``kinetrace run`` leaves the
+  signals to the script it runs.
 - A closed stdout (``kinetrace check big.json | head -3``) ends the tool quietly with exit
   status 141 (128 + SIGPIPE), as other Unix tools end, without a traceback.
 
@@ -30,13 +31,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from types import FrameType, ModuleType
 
-from kinetrace._cli import check, compress, demo, merge, run, split
+from kinetrace._cli import check, compress, demo, merge, repair, run, split
 from kinetrace._cli import filter as filter_
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 #: The subcommand modules, in the order ``kinetrace --help`` lists them.
-SUBCOMMANDS: list[ModuleType] = [demo, run, check, compress, split, filter_, merge]
+SUBCOMMANDS: list[ModuleType] = [demo, run, check, repair, compress, split, filter_, merge]
 
 #: Signals that stop a tool like Ctrl-C (``kinetrace run`` leaves them to its script).
 STOP_SIGNALS = tuple(
@@ -102,20 +103,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 @contextlib.contextmanager
 def _stop_signals(enabled: bool) -> Iterator[None]:
     """SIGTERM and SIGHUP raise :class:`Stopped` while the block runs (in the main thread
-    only: Python runs signal handlers there)."""
+    only: Python runs signal handlers there). After one, they stay ignored: the process is
+    on its way out."""
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
 
+    stopped = False
+
     def stop(signum: int, frame: FrameType | None) -> None:
+        # The first signal stops the tool; more (a scheduler and a group kill both sending
+        # one) must not cut short the cleanup it started, nor end the process by the
+        # signal's default action before it reports: ignored from now on.
+        nonlocal stopped
+        stopped = True
+        for other in STOP_SIGNALS:
+            signal.signal(other, signal.SIG_IGN)
         raise Stopped(signum)
 
     previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        if not stopped:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def _silence_stdout() -> None:

@@ -8,11 +8,14 @@ import sys
 from collections.abc import Callable
 
 from kinetrace._env import DEFAULT_COMPRESSLEVEL
+from kinetrace._split import Keep
 
 __all__ = [
     "add_gzip_options",
+    "add_keep_options",
     "fail",
     "integer",
+    "keep_from",
     "non_negative_float",
     "non_negative_int",
     "positive_float",
@@ -108,6 +111,57 @@ def add_gzip_options(parser: argparse.ArgumentParser, what: str = "gzip output")
         default=None,
         help="compression threads (default: the cores available)",
     )
+
+
+def add_keep_options(parser: argparse.ArgumentParser, *, merged: bool = False) -> None:
+    """The criteria of :class:`kinetrace.Keep` (``filter``, and ``merge`` where ``merged``:
+    the window is on the merged timeline, a pid is a source's pid in every rank);
+    :func:`keep_from` reads them back."""
+    parser.add_argument(
+        "--include-cat", action="append", metavar="CAT", help="keep only this category (repeatable)"
+    )
+    parser.add_argument(
+        "--exclude-cat", action="append", metavar="CAT", help="drop this category (repeatable)"
+    )
+    parser.add_argument(
+        "--min-dur-us", type=non_negative_float, metavar="X", help="drop events shorter than X us"
+    )
+    parser.add_argument(
+        "--window",
+        type=window,
+        metavar="START_US:END_US",
+        help="keep events overlapping this window of the " + ("merged ts" if merged else "ts"),
+    )
+    parser.add_argument(
+        "--pid",
+        action="append",
+        metavar="P",
+        help="keep only this process "
+        + ("of the sources, in every rank (repeatable)" if merged else "(repeatable)"),
+    )
+
+
+def keep_from(args: argparse.Namespace) -> Keep:
+    """The :class:`kinetrace.Keep` of the options :func:`add_keep_options` added.
+
+    Raises:
+        TypeError, ValueError: a criterion out of range.
+    """
+    return Keep(
+        include_cats=tuple(args.include_cat or ()),
+        exclude_cats=tuple(args.exclude_cat or ()),
+        min_dur_us=args.min_dur_us,
+        window_us=args.window,
+        pids=tuple(_pid(p) for p in (args.pid or ())),
+    )
+
+
+def _pid(text: str) -> int | str:
+    """A ``--pid`` as written in traces: a number, or a string such as ``Spans``."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 # --------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""``kinetrace check FILE``: strict, streamed validation of a trace file, and its summary."""
+"""``kinetrace check FILE``: what viewers will do with a trace file (errors, warnings, and a
+summary)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import json
 import sys
 from typing import Any
 
+from kinetrace._check import DEFAULT_EXAMPLES, check_trace
 from kinetrace._cli.args import non_negative_int
-from kinetrace._tools import DEFAULT_MAX_ERRORS, check_trace
 
 __all__ = ["add_parser", "cmd_check"]
 
@@ -17,10 +18,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Prints the report of :func:`kinetrace.check_trace`.
 
     Returns:
-        0 when the trace is valid, 1 when it is not, 2 when it cannot be read.
+        0 when the trace loads (warnings are printed), 1 when it does not (or, with
+        ``--strict``, when there is any warning), 2 when it cannot be read.
     """
     try:
-        report = check_trace(args.file, max_errors=args.max_errors)
+        report = check_trace(args.file, examples=args.examples)
     except OSError as exc:
         text = exc.strerror if exc.errno is not None and exc.strerror else str(exc)
         print(f"kinetrace check: {text}", file=sys.stderr)
@@ -29,30 +31,37 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(report.format())
-    return 0 if report.valid else 1
+    return 0 if (report.clean if args.strict else report.valid) else 1
 
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "check",
-        help="validate a trace file strictly and summarize it",
+        help="tell what viewers will do with a trace file: errors, warnings, summary",
         description=(
-            "Validate a Chrome trace file (.json, or gzip with any number of members) "
-            "strictly and print a summary: strict JSON (no NaN/Infinity, trailing commas, "
-            "bad escapes, invalid UTF-8 or raw control characters), a traceEvents array, "
-            "ph on every event, name/cat/ts/dur on X events, name/ts on instant events, "
-            "name/args on M events, every flow start (s) matched by a finish (f) with the "
-            "same cat and id. Streams the file in constant memory. Exit status: 0 valid, "
-            "1 invalid, 2 unreadable."
+            "Check a Chrome/Kineto trace file (.json, or gzip with any number of members), "
+            "streamed in bounded memory. Errors: a viewer cannot load it (not strict JSON, "
+            "a truncated text, corrupt gzip data, no traceEvents array, events that are not "
+            "objects). Warnings: it loads but a viewer drops or misplaces something (flow "
+            "ends without their other end, X events Perfetto drops for overlapping on their "
+            "thread, negative or missing durations, events without ts or ph, numbers beyond "
+            "2^53, a process or thread named twice, several gzip members). Each is counted "
+            "with its first places (byte offset, event index); then a summary. Exit status: "
+            "0 loads, 1 does not load (or any warning, with --strict), 2 unreadable."
         ),
     )
     parser.add_argument("file", metavar="FILE", help="the trace (.json or gzip)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
-        "--max-errors",
+        "--json", action="store_true", help="print the whole report as one JSON object"
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="fail (exit status 1) on warnings too"
+    )
+    parser.add_argument(
+        "--examples",
         type=non_negative_int,
-        default=DEFAULT_MAX_ERRORS,
+        default=DEFAULT_EXAMPLES,
         metavar="N",
-        help=f"error messages to show (all are counted; default {DEFAULT_MAX_ERRORS})",
+        help=f"places shown per finding (all are counted; default {DEFAULT_EXAMPLES})",
     )
     parser.set_defaults(func=cmd_check)

@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from kinetrace._cli.args import add_gzip_options, fail
+from kinetrace._compress import compress_trace, is_gzip
 from kinetrace._text import size
-from kinetrace._tools import compress_trace, is_gzip
 
 __all__ = ["add_parser", "cmd_compress"]
 
@@ -66,9 +66,12 @@ def add_parser(subparsers: Any) -> None:
             "Stream a trace (.json, or gzip with any number of members) into a single-member "
             "gzip file with the parallel encoder. Some viewers (chrome://tracing, TensorBoard "
             "in a browser, zlib.decompress(data, 31)) read only the first member of a gzip "
-            "file. The output appears atomically; on error nothing is left behind. "
-            "Exit status: 0 done, 1 failed or refused to overwrite, 2 usage error or "
-            "unreadable SRC."
+            "file. SRC is checked strictly as it streams (as split and filter read it): "
+            "anything that is not a trace fails at the offset of its first fault, and a "
+            "top-level member or event over 64 MiB is refused. The output appears "
+            "atomically; on error, Ctrl-C, SIGTERM or SIGHUP nothing is left behind. "
+            "Exit status: 0 done, 1 failed (SRC not a trace, a write error) or refused to "
+            "overwrite, 2 usage error or unreadable SRC."
         ),
     )
     parser.add_argument("src", metavar="SRC", help="the trace to compress (.json or gzip)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kinetrace._cli.args import add_gzip_options, fail, non_negative_float, window
-from kinetrace._split import Keep, filter_trace
+from kinetrace._cli.args import add_gzip_options, add_keep_options, fail, keep_from
+from kinetrace._split import filter_trace
 from kinetrace._text import size
 
 __all__ = ["add_parser", "cmd_filter"]
@@ -19,13 +19,7 @@ def cmd_filter(args: argparse.Namespace) -> int:
         0 on success, 1 when it failed (a bad trace, nothing selected, ...).
     """
     try:
-        keep = Keep(
-            include_cats=tuple(args.include_cat or ()),
-            exclude_cats=tuple(args.exclude_cat or ()),
-            min_dur_us=args.min_dur_us,
-            window_us=args.window,
-            pids=tuple(_pid(p) for p in (args.pid or ())),
-        )
+        keep = keep_from(args)
         result = filter_trace(
             args.src, args.dst, keep, compresslevel=args.level, threads=args.threads
         )
@@ -40,16 +34,14 @@ def cmd_filter(args: argparse.Namespace) -> int:
             if result.flow_events_cut
             else ""
         )
+        + (
+            f"; {result.flow_events_unpaired:,} flow events dropped (the source has no other "
+            "end of their flow)"
+            if result.flow_events_unpaired
+            else ""
+        )
     )
     return 0
-
-
-def _pid(text: str) -> int | str:
-    """A ``--pid`` as written in traces: a number, or a string such as ``Spans``."""
-    try:
-        return int(text)
-    except ValueError:
-        return text
 
 
 def add_parser(subparsers: Any) -> None:
@@ -65,23 +57,6 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("src", metavar="SRC", help="the trace to filter")
     parser.add_argument("dst", metavar="DST", help="the filtered trace")
-    parser.add_argument(
-        "--include-cat", action="append", metavar="CAT", help="keep only this category (repeatable)"
-    )
-    parser.add_argument(
-        "--exclude-cat", action="append", metavar="CAT", help="drop this category (repeatable)"
-    )
-    parser.add_argument(
-        "--min-dur-us", type=non_negative_float, metavar="X", help="drop events shorter than X us"
-    )
-    parser.add_argument(
-        "--window",
-        type=window,
-        metavar="START_US:END_US",
-        help="keep events overlapping this window of ts",
-    )
-    parser.add_argument(
-        "--pid", action="append", metavar="P", help="keep only this process (repeatable)"
-    )
+    add_keep_options(parser)
     add_gzip_options(parser, "gzip output")
     parser.set_defaults(func=cmd_filter)

@@ -7,15 +7,8 @@ import sys
 import warnings
 from typing import Any
 
-from kinetrace._cli.args import (
-    add_gzip_options,
-    fail,
-    non_negative_float,
-    positive_float,
-    window,
-)
+from kinetrace._cli.args import add_gzip_options, add_keep_options, fail, keep_from, positive_float
 from kinetrace._merge import MergeWarning, merge_traces
-from kinetrace._split import Keep
 from kinetrace._text import size
 
 __all__ = ["add_parser", "cmd_merge"]
@@ -29,13 +22,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """
     prog = "kinetrace merge"
     try:
-        keep = Keep(
-            include_cats=tuple(args.include_cat or ()),
-            exclude_cats=tuple(args.exclude_cat or ()),
-            min_dur_us=args.min_dur_us,
-            window_us=args.window,
-            pids=tuple(_pid(p) for p in (args.pid or ())),
-        )
+        keep = keep_from(args)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", MergeWarning)
             result = merge_traces(
@@ -71,14 +58,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pid(text: str) -> int | str:
-    """A ``--pid`` as written in traces: a number, or a string such as ``Spans``."""
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "merge",
@@ -108,27 +87,7 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="also align the ranks on the start of their first common ProfilerStep#N",
     )
-    parser.add_argument(
-        "--include-cat", action="append", metavar="CAT", help="keep only this category (repeatable)"
-    )
-    parser.add_argument(
-        "--exclude-cat", action="append", metavar="CAT", help="drop this category (repeatable)"
-    )
-    parser.add_argument(
-        "--min-dur-us", type=non_negative_float, metavar="X", help="drop events shorter than X us"
-    )
-    parser.add_argument(
-        "--window",
-        type=window,
-        metavar="START_US:END_US",
-        help="keep events overlapping this window of the merged ts",
-    )
-    parser.add_argument(
-        "--pid",
-        action="append",
-        metavar="P",
-        help="keep only this process of the sources, in every rank (repeatable)",
-    )
+    add_keep_options(parser, merged=True)
     parser.add_argument(
         "--max-mb",
         type=positive_float,

@@ -41,6 +41,11 @@ def cmd_split(args: argparse.Namespace) -> int:
         )
     if result.flow_events_cut:
         print(f"  {result.flow_events_cut:,} flow events dropped: their flow crosses a window edge")
+    if result.flow_events_unpaired:
+        print(
+            f"  {result.flow_events_unpaired:,} flow events dropped: the source has no other end "
+            "of their flow"
+        )
     if result.oversized_parts:
         print(
             f"  {result.oversized_parts} part(s) larger than {args.max_mb} MB: more than that "
