@@ -177,15 +177,16 @@ def test_default_workers_stay_within_the_memory_budget(monkeypatch, cpus):
     monkeypatch.setattr(_workers, "idle_cpus", lambda: cpus)
     for n in [0, 10, 99_999, 100_000, 150_000, 200_000, 300_000, 10**6, 10**7, 10**8]:
         workers = _workers.default_workers(n)
-        assert 1 <= workers <= min(cpus, _workers.MAX_DEFAULT_WORKERS)
+        assert 1 <= workers <= max(1, min(cpus // 2, _workers.MAX_DEFAULT_WORKERS))
         # Each fork must pay: it costs the parent about the time of reading
         # FORK_COST_ACTIVITIES activities.
         assert (workers - 1) * _workers.FORK_COST_ACTIVITIES <= n / workers
         budget = _workers.memory_budget(n, workers)
         assert _workers.memory_estimate(n, workers) <= budget, n
-    # torch's activities are read without copying them: big traces get every core too.
-    assert _workers.default_workers(10**7) == min(cpus, _workers.MAX_DEFAULT_WORKERS)
-    assert _workers.default_workers(300_000) == min(cpus, 3)
+    # torch's activities are read without copying them: big traces get every pair of idle
+    # cores (a reader and its writer) too.
+    assert _workers.default_workers(10**7) == max(1, min(cpus // 2, _workers.MAX_DEFAULT_WORKERS))
+    assert _workers.default_workers(300_000) == max(1, min(cpus // 2, 3))
     assert _workers.default_workers(40_000) == 1
 
 
@@ -198,10 +199,12 @@ def test_activities_read_through_python_code_use_one_process(monkeypatch):
 
 
 def test_busy_cores_get_no_worker(monkeypatch):
-    """Forking onto a core that other work keeps busy only adds the fork's own work."""
+    """Forking onto a core that other work keeps busy only adds the fork's own work; a
+    process wants two idle cores (its reader and its writer): one process on two."""
     monkeypatch.setattr(_workers, "available_cpus", lambda: 16)
-    monkeypatch.setattr(_workers, "idle_cpus", lambda: 1)
-    assert _workers.default_workers(10**6) == 1
+    for idle, processes in [(1, 1), (2, 1), (3, 1), (4, 2), (6, 3)]:
+        monkeypatch.setattr(_workers, "idle_cpus", lambda idle=idle: idle)
+        assert _workers.default_workers(10**6) == processes
 
 
 def test_idle_cpus_counts_what_others_keep_busy(monkeypatch):

@@ -173,7 +173,8 @@ def export_chrome_trace(
         workers: processes that read activities in parallel (POSIX only; each reads and
             formats a contiguous slice; the trace text is byte-identical). Default for
             torch's activities: ``sqrt(activities / 30,000)`` rounded (one below ~68k
-            activities, two from there, three at 300k), at most one per idle core and 16, within
+            activities, two from there, three at 300k), at most one per two idle cores
+            (one process on a 2-core machine) and 16, within
             64 MiB + 64 bytes an activity for the whole export (see
             ``kinetrace._workers.default_workers``); one process for look-alike activities
             whose accessors are Python code. 1 disables forking. A worker reads torch's

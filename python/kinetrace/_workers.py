@@ -65,6 +65,12 @@ __all__ = [
 FORK_COST_ACTIVITIES = 30_000
 #: Default cap on processes.
 MAX_DEFAULT_WORKERS = 16
+#: Idle cores the default wants for each process: one reads (torch's accessors, under its
+#: GIL), the other runs its writer thread (formatting, the strict check, ``write``; ~30% of
+#: the reading). Where two processes and their writers share two cores, a second process
+#: made the export slower, not faster: measured on a quiet 2-core machine (medians of 7
+#: rounds, 300k/350k activities), 0.823 s against 0.752 s with one, 0.565 s against 0.502 s.
+CORES_PER_PROCESS = 2
 
 # Peak memory of an export beyond what trace_activities() itself holds (the proportional
 # set size of every process, at its fullest), measured with torch profiles of 100k, 500k
@@ -140,13 +146,13 @@ def idle_cpus() -> int:
 def default_workers(activities: int, direct: bool = True) -> int:
     """Processes used when the caller does not say: as many as make the export fastest by
     the model above (``sqrt(activities / FORK_COST_ACTIVITIES)``, rounded: one below ~68k
-    activities, two from there, three at 300k, eight at 2M), at most one per core available
-    and :data:`MAX_DEFAULT_WORKERS`, and no more than keep the whole export within
-    :func:`memory_budget`.
+    activities, two from there, three at 300k, eight at 2M), at most one per
+    :data:`CORES_PER_PROCESS` idle cores and :data:`MAX_DEFAULT_WORKERS`, and no more than
+    keep the whole export within :func:`memory_budget`.
 
-    Up to one process per idle core (:func:`idle_cpus`): reading (torch's accessors,
-    under the GIL) is the slow part, formatting on the writer thread costs a fraction of
-    it; where other work keeps the cores busy, a second process only adds the fork's work.
+    Idle cores only (:func:`idle_cpus`): where other work keeps the cores busy, a second
+    process only adds the fork's work; and two of them a process (its reader and its writer
+    thread), so one process on a 2-core machine.
     Workers read torch's activities without writing them (``direct``), so a worker costs
     its own pipeline and nothing per activity it reads. Activities whose accessors are
     Python code (``direct`` false) are read by one process: each worker would copy the
@@ -155,7 +161,7 @@ def default_workers(activities: int, direct: bool = True) -> int:
     if not can_fork() or not direct:
         return 1
     fastest = round(math.sqrt(activities / FORK_COST_ACTIVITIES))
-    workers = max(1, min(idle_cpus(), MAX_DEFAULT_WORKERS, fastest))
+    workers = max(1, min(idle_cpus() // CORES_PER_PROCESS, MAX_DEFAULT_WORKERS, fastest))
     while workers > 1 and memory_estimate(activities, workers, direct) > memory_budget(
         activities, workers
     ):

@@ -27,4 +27,4 @@ mod validator;
 
 pub(crate) use in_place::{directory_for, InPlace};
 pub(crate) use stream::Stream;
-pub use text::TraceNameRewrite;
+pub(crate) use text::TraceNameRewrite;

@@ -39,13 +39,13 @@ const CHUNK: usize = 256 << 10;
 
 /// A finished stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamStats {
+pub(crate) struct StreamStats {
     /// Trace events written (`"ph"` keys seen).
-    pub events: u64,
+    pub(crate) events: u64,
     /// Bytes of JSON text written.
-    pub text_bytes: u64,
+    pub(crate) text_bytes: u64,
     /// Bytes in the file.
-    pub file_bytes: u64,
+    pub(crate) file_bytes: u64,
 }
 
 /// What the readers share.
@@ -241,7 +241,7 @@ fn read_source(src: &mut File, shared: &Shared) -> Outcome {
 }
 
 /// The readers of one export and what they reported so far.
-pub struct Stream {
+pub(crate) struct Stream {
     shared: Arc<Shared>,
     /// The FIFOs' write ends, open until `save` is over (closed by `finish`, `abort`, drop).
     writers: Vec<File>,
@@ -258,7 +258,7 @@ impl Stream {
     /// [`Stream::finish`]. `trace_name`: the rewrite of Kineto's `"traceName"` value, if
     /// any; `metadata`: `(key, JSON text)` pairs written as top-level members after the
     /// opening `{`.
-    pub fn start(
+    pub(crate) fn start(
         sources: Vec<File>,
         writers: Vec<File>,
         dst: &Path,
@@ -306,7 +306,7 @@ impl Stream {
 
     /// Streams a file Kineto already wrote (where FIFOs are unavailable, or Kineto replaced
     /// one with a regular file). The source is only read, never removed.
-    pub fn from_path(
+    pub(crate) fn from_path(
         src: &Path,
         dst: &Path,
         encoding: Encoding,
@@ -325,7 +325,7 @@ impl Stream {
     /// drop. An error (a source failed, more than one received data, `interrupted`
     /// failed) discards the output; after an interrupt the readers are stopped and joined
     /// before this returns.
-    pub fn finish(&mut self, interrupted: &mut Interrupted) -> Result<Option<StreamStats>> {
+    pub(crate) fn finish(&mut self, interrupted: &mut Interrupted) -> Result<Option<StreamStats>> {
         self.writers.clear();
         if let Err(e) = interrupt::wait(interrupted, |timeout| {
             Ok(self.collect(timeout).then_some(()))
@@ -398,7 +398,7 @@ impl Stream {
     /// Closes the write ends, stops and joins the readers and discards the output (its
     /// temporary file is removed before this returns). Safe to call more than once, and
     /// after `finish`.
-    pub fn abort(&mut self) {
+    pub(crate) fn abort(&mut self) {
         // Write ends first: a reader blocked in read() returns only at end of file.
         self.writers.clear();
         self.shared.cancel.store(true, Ordering::Relaxed);

@@ -70,7 +70,7 @@ pub(crate) fn judge(after: &[u8], at_end: bool) -> Verdict {
 
 /// The `"key": value,` members written after the opening `{` for `(key, JSON text)` pairs: a value
 /// that is not valid JSON is repaired or written as a string, as the main exporter does.
-pub fn head_members(metadata: &[(String, String)]) -> Vec<u8> {
+pub(crate) fn head_members(metadata: &[(String, String)]) -> Vec<u8> {
     let mut out = Vec::new();
     for (key, value) in metadata {
         out.extend_from_slice(b"\n  ");
@@ -87,14 +87,14 @@ pub fn head_members(metadata: &[(String, String)]) -> Vec<u8> {
 const TAIL: usize = 4096;
 
 /// Replaces the last occurrence of `needle` near the end of the stream with `replacement`.
-pub struct TraceNameRewrite {
-    pub needle: Vec<u8>,
-    pub replacement: Vec<u8>,
+pub(crate) struct TraceNameRewrite {
+    pub(crate) needle: Vec<u8>,
+    pub(crate) replacement: Vec<u8>,
 }
 
 impl TraceNameRewrite {
     /// How many bytes at the end of the stream the caller holds back for [`Self::apply`].
-    pub fn keep(&self) -> usize {
+    pub(crate) fn keep(&self) -> usize {
         TAIL + self.needle.len()
     }
 
@@ -108,7 +108,7 @@ impl TraceNameRewrite {
     }
 
     /// Rewrites the stream's tail (the last [`Self::keep`] bytes or more) in place.
-    pub fn apply(&self, tail: &mut Vec<u8>) {
+    pub(crate) fn apply(&self, tail: &mut Vec<u8>) {
         if let Some(at) = self.find(tail) {
             tail.splice(at..at + self.needle.len(), self.replacement.iter().copied());
         }

@@ -103,6 +103,6 @@ fn merge_traces<'py>(
     result(py, &stats)
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(merge_traces, m)?)
 }
