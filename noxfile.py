@@ -8,7 +8,8 @@
 
 ``./scripts/test.sh`` (what CI runs) runs every session. Venvs live outside the clone, in
 ``$KINETRACE_CACHE/nox`` (default ``~/.cache/kinetrace/nox``), and are reused by later runs and
-other clones; uv installs from one cache (``$KINETRACE_CACHE/uv``) by hard links, so the ~3 GB
+other clones (a run beside another one takes a slot of its own, ``nox.N``: ``_claim_slot``);
+uv installs from one cache (``$KINETRACE_CACHE/uv``) by hard links, so the ~3 GB
 of NVIDIA libraries each torch version pulls is stored once however many venvs use it.
 """
 
@@ -24,9 +25,36 @@ import nox
 ROOT = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("KINETRACE_CACHE", "~/.cache/kinetrace")).expanduser()
 
+
+def _claim_slot() -> int:
+    """The slot of venvs this run uses (see ``claim_slot`` in scripts/env.sh): the one
+    ``KINETRACE_SLOT`` names (``scripts/test.sh`` holds its lock), else the first whose lock
+    this process can take, held until it exits. Its sessions' scripts inherit it."""
+    given = os.environ.get("KINETRACE_SLOT")
+    if given is not None:
+        return int(given)
+    import fcntl
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for slot in range(8):
+        lock = open(CACHE / f"slot-{slot}.lock", "w")  # held until this process exits
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        _HELD_LOCKS.append(lock)
+        os.environ["KINETRACE_SLOT"] = str(slot)
+        return slot
+    raise RuntimeError(f"all 8 venv slots in {CACHE} are held by other runs")
+
+
+_HELD_LOCKS: list[object] = []
+SLOT = _claim_slot()
+
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
-nox.options.envdir = str(CACHE / "nox")
+nox.options.envdir = str(CACHE / ("nox" if SLOT == 0 else f"nox.{SLOT}"))
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 #: What a bare ``nox`` runs: the quick checks of the inner loop.

@@ -17,6 +17,37 @@ export UV_LINK_MODE=${UV_LINK_MODE:-hardlink}
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
+# claim_slot: the set of venvs this run uses, one no other run on this machine holds. Slot 0
+# is $CACHE/nox and $CACHE/install-test, slot N $CACHE/nox.N and $CACHE/install-test.N: a run
+# takes the first slot whose lock ($CACHE/slot-N.lock, held on fd 9 until this shell and its
+# children exit) is free, so two runs at once (two clones, CI beside a contributor) never
+# install into one venv, and runs one after the other reuse slot 0's venvs. noxfile.py claims
+# a slot the same way when it runs without one (KINETRACE_SLOT unset).
+claim_slot() {
+  local slot
+  [ -n "${KINETRACE_SLOT:-}" ] && return 0
+  mkdir -p "$CACHE"
+  for slot in 0 1 2 3 4 5 6 7; do
+    exec 9>"$CACHE/slot-$slot.lock"
+    if flock -n 9; then
+      export KINETRACE_SLOT=$slot
+      return 0
+    fi
+  done
+  exec 9>&-
+  echo "all 8 venv slots in $CACHE are held by other runs" >&2
+  return 1
+}
+
+# slot_dir NAME: this run's copy of the cached folder NAME (see claim_slot).
+slot_dir() {
+  if [ "${KINETRACE_SLOT:-0}" = 0 ]; then
+    printf '%s\n' "$CACHE/$1"
+  else
+    printf '%s\n' "$CACHE/$1.$KINETRACE_SLOT"
+  fi
+}
+
 # uv and nox, pinned, in a small venv of their own ($CACHE/tools): UV and NOX name them.
 ensure_tools() {
   UV="$CACHE/tools/bin/uv"

@@ -22,7 +22,8 @@ trap 'rm -rf "$work"' EXIT
 # --- x86_64 ------------------------------------------------------------------------------
 log "install test: $(basename "$x86_wheel") + $torch_pin in a clean venv, no Rust on PATH"
 ensure_tools
-venv="$CACHE/install-test"
+claim_slot
+venv=$(slot_dir install-test)
 rm -rf "$venv"
 "$UV" venv -q --seed --no-python-downloads --python "$(find_python "${KINETRACE_PYTHON:-3.11}")" "$venv"
 "$UV" pip install -q --python "$venv/bin/python" "$torch_pin"
@@ -83,12 +84,15 @@ if [ ! -x "$rootfs/usr/bin/python3" ]; then
     mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
   fi
   update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
-  rm -rf "$rootfs.tmp"
-  debootstrap --arch=arm64 --variant=minbase --include=python3 bookworm "$rootfs.tmp" \
+  # A folder of this run's own: another run may be making one at the same time.
+  rootfs_tmp="$rootfs.tmp.$$"
+  rm -rf "$rootfs_tmp"
+  debootstrap --arch=arm64 --variant=minbase --include=python3 bookworm "$rootfs_tmp" \
     http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 ||
     { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
-  rm -rf "$rootfs.tmp"/var/cache/apt/archives/*.deb
-  mv "$rootfs.tmp" "$rootfs"
+  rm -rf "$rootfs_tmp"/var/cache/apt/archives/*.deb
+  # -T: never into a folder another run has put there meanwhile (then this one is dropped).
+  mv -T "$rootfs_tmp" "$rootfs" 2>/dev/null || rm -rf "$rootfs_tmp"
 fi
 
 log "aarch64: $(basename "$arm_wheel") under qemu-user, $(cat "$rootfs/etc/debian_version" 2>/dev/null) arm64 Python"

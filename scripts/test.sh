@@ -9,9 +9,11 @@
 #   workflows  .github/workflows against GitHub's schema and zizmor, offline
 #   compat     tests/compat and the timings on every torch x Python row of docs/supported.md
 #   bench      the short benchmarks, ratios against the last full run (never failing)
-# Venvs and torch downloads are cached in ~/.cache/kinetrace (see noxfile.py).
+# Venvs and torch downloads are cached in ~/.cache/kinetrace (see noxfile.py); a run beside
+# another one on this machine gets venvs of its own (claim_slot in env.sh).
 source "$(dirname "$0")/env.sh"
 ensure_tools
+claim_slot
 cd "$ROOT"
 
 "$NOX" -s lint
