@@ -351,6 +351,7 @@ def test_results_without_save_are_still_refused(tmp_path: Path) -> None:
 
 def test_background_runs_synchronously(tmp_path: Path) -> None:
     dest = tmp_path / "t.json.gz"
+    kinetrace.wait()  # what earlier tests' background exports left to report
     handle, message = export(SaveOnly(record()), dest, background=True)
     assert "background" in message
     assert handle.done()

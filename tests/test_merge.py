@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -384,31 +385,37 @@ def test_arguments(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def big_ranks(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], float]:
-    """Three ranks of ~55 MB each, and how long one merge of them takes here (the faster of
-    two): a merge of them lasts long enough to be interrupted."""
+def big_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Three ranks of ~55 MB each: a merge of them lasts long enough to be interrupted."""
     src = tmp_path_factory.mktemp("ctrl-c")
-    ranks = [_rank(src / f"r{i}.json", i, n=150_000, seed=i) for i in range(3)]
-    took = []
-    for _ in range(2):
-        start = time.monotonic()
-        kinetrace.merge_traces(ranks, src / "timed.json")
-        took.append(time.monotonic() - start)
-        (src / "timed.json").unlink()
-    return ranks, min(took)
+    return [_rank(src / f"r{i}.json", i, n=150_000, seed=i) for i in range(3)]
 
 
-@pytest.mark.parametrize("fraction", [0.05, 0.5])
-def test_ctrl_c_while_the_readers_run(
-    big_ranks: tuple[list[Path], float], tmp_path: Path, fraction: float
-) -> None:
-    """Ctrl-C reaches a merge whose reader threads are busy (probing, then rewriting):
-    prompt, and nothing left, an existing output included. The signal goes at a fraction
-    of the merge's own time on this machine, so a fast machine does not finish first."""
-    ranks, took = big_ranks
+def _fire_when_writing_starts(sigint: Sigint, out_dir: Path) -> None:
+    """Sends the signal as soon as the merge's temporary output appears in ``out_dir`` (its
+    rewriting pass has begun), whatever the machine's speed."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while sigint.sent is None and time.monotonic() < deadline:
+            if any(name != "m.json" for name in os.listdir(out_dir)):
+                sigint.fire()
+            time.sleep(0.001)
+
+    threading.Thread(target=watch, daemon=True, name="watch merge output").start()
+
+
+@pytest.mark.parametrize("phase", ["probing", "rewriting"])
+def test_ctrl_c_while_the_readers_run(big_ranks: list[Path], tmp_path: Path, phase: str) -> None:
+    """Ctrl-C reaches a merge whose reader threads are busy (probing the sources 20 ms in,
+    or rewriting them once the output's temporary file exists): prompt, and nothing left,
+    an existing output included."""
     (tmp_path / "m.json").write_text("old")
     with Sigint().installed() as sigint:
-        sigint.after(fraction * took)
-        latency = sigint.expect(lambda: kinetrace.merge_traces(ranks, tmp_path / "m.json"))
+        if phase == "probing":
+            sigint.after(0.02)
+        else:
+            _fire_when_writing_starts(sigint, tmp_path)
+        latency = sigint.expect(lambda: kinetrace.merge_traces(big_ranks, tmp_path / "m.json"))
     assert_prompt(latency)
     assert sorted(os.listdir(tmp_path)) == ["m.json"] and (tmp_path / "m.json").read_text() == "old"
