@@ -39,6 +39,34 @@ pub(crate) fn scratch(name: &str) -> ScratchDir {
     ScratchDir(dir)
 }
 
+/// Bytes that matter to JSON's grammar (structure, strings, escapes, numbers, literals) and
+/// bytes that break UTF-8 or need escaping: what [`Damage::edit`] draws from to damage text.
+pub(crate) const JSON_SPECIALS: &[u8] =
+    b"{}[]\",:\\/ \t\n0123456789.-+eEtrufalsn\x00\x1f\x7f\x80\xbf\xc3\xe2\xed\xf0\xff";
+
+/// A trace as Kineto lays it out (one field group per line, indented), `events` complete
+/// events named by `name`, naming `trace_name`: what Kineto's writer gives the fallback.
+pub(crate) fn kineto_doc(
+    events: usize,
+    name: impl Fn(usize) -> String,
+    trace_name: &Path,
+) -> Vec<u8> {
+    let mut doc = String::from("{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n");
+    for i in 0..events {
+        let comma = if i + 1 < events { "," } else { "" };
+        doc.push_str(&format!(
+            "  {{\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"{}\", \"pid\": 1, \
+             \"tid\": 2,\n    \"ts\": {i}, \"dur\": 1\n  }}{comma}\n",
+            name(i)
+        ));
+    }
+    doc.push_str(&format!(
+        "  ],\n  \"traceName\": \"{}\"\n}}\n",
+        trace_name.display()
+    ));
+    doc.into_bytes()
+}
+
 /// A deterministic source of damage for differential tests: xorshift64 numbers, and edits
 /// of one byte (replaced, removed, or inserted) drawn from a set of bytes.
 pub(crate) struct Damage(u64);

@@ -704,7 +704,7 @@ mod tests {
 
     use super::*;
     use crate::interrupt::never;
-    use crate::testing::{scratch, Damage, ScratchDir};
+    use crate::testing::{kineto_doc, scratch, Damage, ScratchDir};
 
     /// `edits` applied the plain way, into a new buffer.
     fn edited(text: &[u8], edits: &[Edit]) -> Vec<u8> {
@@ -886,24 +886,6 @@ mod tests {
             };
             (list(&self.dir), list(&self.private))
         }
-    }
-
-    /// A trace as Kineto lays it out, `events` events named by `name`, naming `trace_name`.
-    fn kineto_doc(events: usize, name: impl Fn(usize) -> String, trace_name: &Path) -> Vec<u8> {
-        let mut doc = String::from("{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n");
-        for i in 0..events {
-            let comma = if i + 1 < events { "," } else { "" };
-            doc.push_str(&format!(
-                "  {{\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"{}\", \"pid\": 1, \
-                 \"tid\": 2,\n    \"ts\": {i}, \"dur\": 1\n  }}{comma}\n",
-                name(i)
-            ));
-        }
-        doc.push_str(&format!(
-            "  ],\n  \"traceName\": \"{}\"\n}}\n",
-            trace_name.display()
-        ));
-        doc.into_bytes()
     }
 
     /// Kineto's part: writes `text` into `path` in `chunk`-byte writes (pausing after each

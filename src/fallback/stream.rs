@@ -439,7 +439,7 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
-    use crate::testing::{scratch, ScratchDir};
+    use crate::testing::{kineto_doc, scratch, ScratchDir};
 
     /// A new FIFO at `path`: (read end, blocking; write end, held as `_fallback` holds it).
     fn fifo(path: &Path) -> (File, File) {
@@ -571,24 +571,6 @@ mod tests {
                 Err(Error::State("the stream never finished".into()))
             }
         }
-    }
-
-    /// A trace as Kineto lays it out, with `events` events named by `name`.
-    fn kineto_doc(events: usize, name: impl Fn(usize) -> String, trace_name: &Path) -> Vec<u8> {
-        let mut doc = String::from("{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n");
-        for i in 0..events {
-            let comma = if i + 1 < events { "," } else { "" };
-            doc.push_str(&format!(
-                "  {{\n    \"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"{}\", \"pid\": 1, \
-                 \"tid\": 2,\n    \"ts\": {i}, \"dur\": 1\n  }}{comma}\n",
-                name(i)
-            ));
-        }
-        doc.push_str(&format!(
-            "  ],\n  \"traceName\": \"{}\"\n}}\n",
-            trace_name.display()
-        ));
-        doc.into_bytes()
     }
 
     fn parse(bytes: &[u8]) -> serde_json::Value {

@@ -725,7 +725,7 @@ impl Validator {
 mod tests {
     use super::*;
     use crate::check::strict_json_error;
-    use crate::testing::Damage;
+    use crate::testing::{Damage, JSON_SPECIALS};
 
     /// `text` fed in pieces cut at `cuts` (the unconsumed rest handed again, as callers
     /// do): the repaired text and the event count, or the error.
@@ -879,8 +879,6 @@ mod tests {
     /// however the text is cut into pieces.
     #[test]
     fn it_agrees_with_the_check_on_damaged_text() {
-        let specials: &[u8] =
-            b"{}[]\",:\\/ \t\n0123456789.-+eEtrufalsn\x00\x1f\x7f\x80\xbf\xc3\xe2\xed\xf0\xff";
         let mut damage = Damage::new(0x5851_f42d_4c95_7f2d);
         let mut accepted = 0;
         for round in 0..20_000 {
@@ -890,7 +888,7 @@ mod tests {
                 if text.is_empty() {
                     break;
                 }
-                damage.edit(&mut text, specials);
+                damage.edit(&mut text, JSON_SPECIALS);
             }
             let cut = (damage.next() % (text.len() as u64 + 1)) as usize;
             let outcome = run(&text, &[cut, cut + 3], b"");
