@@ -2177,7 +2177,7 @@ fn coarsen(h: &mut Histogram, shift: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::scratch;
+    use crate::testing::{entries, scratch};
     use serde_json::Value;
     use std::collections::BTreeMap;
     use std::fs;
@@ -2466,15 +2466,6 @@ mod tests {
             threads: 2,
             ..MergeOptions::default()
         }
-    }
-
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
     }
 
     /// Three ranks with the same pids, tids and flow ids and different bases (one before

@@ -54,7 +54,7 @@ pub(crate) fn recompress(
 mod tests {
     use super::*;
     use crate::error::Error;
-    use crate::testing::scratch;
+    use crate::testing::{entries, scratch};
     use flate2::write::GzEncoder;
     use flate2::Compression;
     use std::io::{self, Read, Write};
@@ -77,15 +77,6 @@ mod tests {
         let mut e = GzEncoder::new(Vec::new(), Compression::new(6));
         e.write_all(data).unwrap();
         e.finish().unwrap()
-    }
-
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut v: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
     }
 
     fn single_member(blob: &[u8]) -> Vec<u8> {

@@ -473,16 +473,7 @@ pub(crate) fn keep_owner(_file: &File, _old: &fs::Metadata) {}
 mod tests {
     use super::*;
 
-    use crate::testing::scratch;
-
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut v: Vec<_> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
+    use crate::testing::{entries, scratch};
 
     #[test]
     fn writes_atomically() {

@@ -1181,7 +1181,7 @@ pub(crate) fn finish_parts(
 mod tests {
     use super::*;
     use crate::lexer::BUF_SIZE;
-    use crate::testing::scratch;
+    use crate::testing::{entries, scratch};
     use serde_json::Value;
     use std::collections::BTreeMap;
     use std::io::Read;
@@ -1307,15 +1307,6 @@ mod tests {
         for (k, (s, f)) in open {
             assert_eq!(s, f, "flow {k}");
         }
-    }
-
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut v: Vec<_> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
     }
 
     fn options(max_bytes: u64) -> SplitOptions {

@@ -400,16 +400,7 @@ fn remove_where(dir: &Path, mut keep: impl FnMut(u32, &fs::Metadata) -> bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::scratch;
-
-    fn entries(dir: &Path) -> Vec<String> {
-        let mut v: Vec<_> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
+    use crate::testing::{entries, scratch};
 
     /// A pid that no process has: past the kernel's pid_max.
     fn dead_pid() -> u32 {

@@ -39,6 +39,16 @@ pub(crate) fn scratch(name: &str) -> ScratchDir {
     ScratchDir(dir)
 }
 
+/// The names in `dir`, sorted.
+pub(crate) fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Bytes that matter to JSON's grammar (structure, strings, escapes, numbers, literals) and
 /// bytes that break UTF-8 or need escaping: what [`Damage::edit`] draws from to damage text.
 pub(crate) const JSON_SPECIALS: &[u8] =
