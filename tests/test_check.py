@@ -8,7 +8,6 @@ from __future__ import annotations
 import collections
 import gzip
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from hypothesis import strategies as st
 from torch.profiler import profile
 
 import kinetrace
-from kinetrace import _cli
 from support import perfetto_rule
+from support.cli import run
 from support.fakes import FakeResult
 from support.oracle import compare
 from support.real import REAL_TRACES, real_text, real_trace
@@ -37,15 +36,6 @@ from support.scenarios import (
 )
 
 ALL = 10**9  # examples=ALL: every place of every finding
-
-
-def run(*argv: str | os.PathLike[str]) -> int:
-    """The command line's exit status (a usage error's too)."""
-    try:
-        return _cli.main([os.fspath(a) for a in argv])
-    except SystemExit as exit_:
-        assert isinstance(exit_.code, int)
-        return exit_.code
 
 
 def write_trace(path: Path, events: list[Any], **top: Any) -> Path:

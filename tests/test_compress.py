@@ -15,17 +15,9 @@ import torch
 from torch.profiler import profile
 
 import kinetrace
-from kinetrace import _cli, _kinetrace
+from kinetrace import _kinetrace
+from support.cli import run
 from support.traces import single_member_text
-
-
-def run(*argv: str | os.PathLike[str]) -> int:
-    """The command line's exit status (a usage error's too)."""
-    try:
-        return _cli.main([os.fspath(a) for a in argv])
-    except SystemExit as exit_:
-        assert isinstance(exit_.code, int)
-        return exit_.code
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
 import zlib
 from pathlib import Path
@@ -17,19 +16,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kinetrace
-from kinetrace import _cli
 from support import perfetto_rule
+from support.cli import run
 from support.interrupts import Sigint, assert_prompt
 from support.real import REAL_TRACES, event_spans, real_text, real_trace
 from support.traces import single_member_text, strict_loads
-
-
-def run(*argv: str | os.PathLike[str]) -> int:
-    try:
-        return _cli.main([os.fspath(a) for a in argv])
-    except SystemExit as exit_:
-        assert isinstance(exit_.code, int)
-        return exit_.code
 
 
 def real(prefix: str) -> Path:
