@@ -117,6 +117,19 @@ pub(crate) trait Visitor {
     }
 }
 
+/// A visitor that keeps nothing: a read for its checks alone (and the floor the tests time
+/// readers against).
+pub(crate) struct Unvisited;
+
+impl Visitor for Unvisited {
+    fn header(&mut self, _: &[u8], _: &[u8], _: bool) -> Result<()> {
+        Ok(())
+    }
+    fn event(&mut self, _: &Event<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Why an element of `traceEvents` is not a trace event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NotAnEvent {
@@ -594,21 +607,12 @@ pub(crate) fn check_through(
     tap: &mut dyn FnMut(&[u8]) -> Result<()>,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<(u64, u32)> {
-    struct Nothing;
-    impl Visitor for Nothing {
-        fn header(&mut self, _: &[u8], _: &[u8], _: bool) -> Result<()> {
-            Ok(())
-        }
-        fn event(&mut self, _: &Event<'_>) -> Result<()> {
-            Ok(())
-        }
-    }
     let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file))
         .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
     let mut inp = Input::new(source, progress, MAX_DEPTH);
     inp.capture_limit = MAX_VALUE;
     inp.tap = Some(tap);
-    match walk(&mut inp, &mut Nothing, None) {
+    match walk(&mut inp, &mut Unvisited, None) {
         Ok(()) => Ok((inp.offset(), inp.inner.members())),
         Err(Stop::Invalid(invalid)) => Err(Error::trace_format(path, invalid)),
         Err(Stop::Read(e)) => Err(Error::io(format!("cannot read {}", path.display()), e)),
