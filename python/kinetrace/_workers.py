@@ -161,6 +161,8 @@ def default_workers(activities: int, direct: bool = True) -> int:
     if not can_fork() or not direct:
         return 1
     fastest = round(math.sqrt(activities / FORK_COST_ACTIVITIES))
+    if fastest <= 1:
+        return 1  # without looking at the cores (idle_cpus sleeps between its looks)
     workers = max(1, min(idle_cpus() // CORES_PER_PROCESS, MAX_DEFAULT_WORKERS, fastest))
     while workers > 1 and memory_estimate(activities, workers, direct) > memory_budget(
         activities, workers
