@@ -5,7 +5,61 @@ use std::io;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::lexer::Invalid;
+/// Where the input stops being a valid trace, and why: what the JSON lexer finds
+/// (`json::lexer::Stop::Invalid`), made an [`Error::TraceFormat`] by [`Error::trace_format`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Invalid {
+    /// What is wrong, as a stable slug.
+    pub(crate) kind: FormatKind,
+    /// Byte offset in the decompressed JSON.
+    pub(crate) offset: u64,
+    /// Index of the event in `traceEvents`, when the fault is inside one.
+    pub(crate) event: Option<u64>,
+    pub(crate) message: String,
+}
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.event {
+            Some(i) => write!(
+                f,
+                "offset {} (traceEvents[{i}]): {}",
+                self.offset, self.message
+            ),
+            None => write!(f, "offset {}: {}", self.offset, self.message),
+        }
+    }
+}
+
+/// What kind of fault makes a trace file's content not a valid trace: a stable slug for code
+/// and tests to match (never the message), the one `kinetrace check` names its finding by and
+/// `kinetrace.TraceFormatError.kind` carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum FormatKind {
+    /// Not strict JSON (UTF-8 included).
+    Syntax,
+    /// The JSON text ends early.
+    Truncated,
+    /// The gzip data is corrupt or truncated.
+    Gzip,
+    /// Valid JSON, but not a trace (no `traceEvents` array in a top-level object, an empty
+    /// file, no event to keep).
+    NotATrace,
+    /// More than a tool can hold (kept text, processes, nesting).
+    TooLarge,
+}
+
+impl FormatKind {
+    pub(crate) fn slug(self) -> &'static str {
+        match self {
+            FormatKind::Syntax => "syntax",
+            FormatKind::Truncated => "truncated",
+            FormatKind::Gzip => "gzip",
+            FormatKind::NotATrace => "not_a_trace",
+            FormatKind::TooLarge => "too_large",
+        }
+    }
+}
 
 #[derive(Debug)]
 pub(crate) enum Error {
@@ -33,6 +87,8 @@ pub(crate) type Result<T> = std::result::Result<T, Error>;
 /// Where a trace file stops being a valid trace, and why ([`Error::TraceFormat`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TraceFormat {
+    /// What is wrong, as a stable slug.
+    pub(crate) kind: FormatKind,
     /// The file, as given.
     pub(crate) path: String,
     /// Byte offset in the decompressed JSON, when the fault is at one place.
@@ -77,6 +133,7 @@ impl Error {
     /// The lexer's finding in the file at `path`.
     pub(crate) fn trace_format(path: &Path, invalid: Invalid) -> Self {
         Error::TraceFormat(Box::new(TraceFormat {
+            kind: invalid.kind,
             path: path.display().to_string(),
             offset: Some(invalid.offset),
             event_index: invalid.event,
@@ -84,9 +141,15 @@ impl Error {
         }))
     }
 
-    /// A fault of the file at `path` as a whole (no single place to point at).
+    /// A fault of the file at `path` as a whole (no single place to point at): not a trace.
     pub(crate) fn not_a_trace(path: &Path, message: impl Into<String>) -> Self {
+        Error::trace_fault(path, FormatKind::NotATrace, message)
+    }
+
+    /// A fault of `kind` of the file at `path` as a whole (no single place to point at).
+    pub(crate) fn trace_fault(path: &Path, kind: FormatKind, message: impl Into<String>) -> Self {
         Error::TraceFormat(Box::new(TraceFormat {
+            kind,
             path: path.display().to_string(),
             offset: None,
             event_index: None,

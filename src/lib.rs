@@ -1,49 +1,57 @@
 //! kinetrace: exact Chrome-trace export for the PyTorch profiler.
 //!
-//! Data flows through the modules in this order:
-//! `trace` (columnar batches and the first-pass summary) -> `format` (event text, using
-//! `render` for numbers/strings, `fragment` for JSON fragments and `graphs` for CUDA-graph
-//! annotations) -> `gzip` (optional
-//! parallel single-member compression) -> `sink` (atomic file output), driven by
-//! `pipeline`, which runs formatting and writing on their own thread.
-//! The tools over existing trace files read them through `members` (gzip member decoding)
-//! and `lexer` (the strict streaming JSON lexer, with `scan` its fast path over text in memory):
-//! `check` (trace rules, `kinetrace check`), and `events` (a trace's events in order, read
-//! in parallel chunks where the file allows) for `split` (`kinetrace split` / `filter`, and
-//! `keep=` / `split_mb=` at export time);
-//! `recompress` (`kinetrace compress`) needs only `members`.
-//! `fallback` streams older torch's own output (Kineto's writer) into place, strict JSON.
-//! `interrupt` is how every wait stays answerable to Ctrl-C.
-//! The Python bindings live in `python` and are compiled only with the `python` feature.
+//! The module map (every module of the crate; `tests/test_layout.py` checks the list, and that
+//! imports run one way with no circle, between folders and between the files of a folder):
+//!
+//! - `python` (feature `python`): the bindings, the crate's only entry point (`_Exporter` and
+//!   the module in `mod.rs`), one file per tool family:
+//!   `python::{reader, fallback, gzip_writer, check, repair, compress, split, merge, summary}`,
+//!   with `python::interrupt` (the one way a binding waits) and `python::errors` (error to
+//!   exception).
+//! - `tools`: the tools over existing trace files: `tools::check` (trace rules),
+//!   `tools::repair`, `tools::compress`, `tools::split` (`split` / `filter`, and `keep=` /
+//!   `split_mb=` at export time), `tools::merge`, `tools::summary` (where each rank's GPU
+//!   time went: `tools::summary::{events, intervals, exact, hta, report}`); `tools::overlap`
+//!   (Perfetto's rule for overlapping slices), `tools::parts` (the time-window plan and part
+//!   writers split and merge share) and `tools::report` (one kind counted with its first
+//!   places: check's findings and repair's changes, and the collector of both).
+//! - `export`: the exporter. `export::trace` (columnar batches and the first-pass summary)
+//!   -> `export::format` (event text, with `export::fragment` for JSON fragments and
+//!   `export::graphs` for CUDA-graph annotations) -> `output`, driven by `export::pipeline`,
+//!   which runs formatting and writing on their own thread. `export::fallback` streams older
+//!   torch's own output (Kineto's writer) into place, strict JSON:
+//!   `export::fallback::{in_place, stream, text, validator}`.
+//! - `read`: trace files in: `read::members` (gzip member decoding), `read::events` (a
+//!   trace's events in order, read in parallel chunks where the file allows),
+//!   `read::filter` (which events a filter keeps, flow ends bound to their events),
+//!   `read::ranks` (which rank a file is, for `merge` and `summary`).
+//! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast
+//!   path over text in memory), `json::tolerant` (the tolerant reader of `repair`),
+//!   `json::render` (numbers and strings), `json::object` (members of an object's text),
+//!   `json::decimal` (numbers as exact decimals: times in ns, never through a float).
+//! - `output`: bytes out: `output::sink` (atomic file output), `output::temps` (temporary
+//!   names), `output::gzip` (parallel single-member compression:
+//!   `output::gzip::{encoder, slice, pool, worker, writer, crc, testing}`), `output::interrupt` (how
+//!   every wait stays answerable to Ctrl-C).
+//! - `error`: the one error type, used by all. `testing` (tests only): shared test helpers.
+//!
+//! Arrows run down this list: a module uses only modules of its own folder or of folders
+//! below it (`python` > `tools` > `export` > `read` > `json` > `output` > `error`).
 
 // Every module is private and the bindings are the only entry point: without the `python`
 // feature the whole library would be reported dead. Unused code is reported by the build
 // with the bindings (`cargo clippy --all-targets --all-features`).
 #![cfg_attr(not(feature = "python"), allow(dead_code, unused_imports))]
+// Every function at most 80 lines (`clippy.toml`), or a `// Long because ...` comment above
+// its `#[allow(clippy::too_many_lines)]` (`tests/test_layout.py` checks it).
+#![warn(clippy::too_many_lines)]
 
-mod check;
 mod error;
-mod events;
-mod fallback;
-mod format;
-mod fragment;
-mod graphs;
-mod gzip;
-mod interrupt;
-mod lexer;
-mod members;
-mod merge;
-mod overlap;
-mod pipeline;
-mod recompress;
-mod render;
-mod repair;
-mod scan;
-mod sink;
-mod split;
-mod temps;
-mod tolerant;
-mod trace;
+mod export;
+mod json;
+mod output;
+mod read;
+mod tools;
 
 #[cfg(test)]
 mod testing;

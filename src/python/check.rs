@@ -1,7 +1,5 @@
-//! `check_trace`, `repair_trace`, `recompress`, `split_trace` and `filter_trace`: the
-//! streaming tools over trace files for Python (`kinetrace check` / `repair` / `compress` /
-//! `split` / `filter`). Each runs
-//! with the GIL released and answers Ctrl-C at its progress reports (every few MB).
+//! `check_trace` for Python (`kinetrace check`): the findings and summary as dicts, the
+//! check run with the GIL released, answering Ctrl-C at its progress reports (every few MB).
 
 use std::path::PathBuf;
 
@@ -9,10 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::interrupt::detached;
-use crate::check::{self, CheckOptions, CheckReport, Finding, TopValue};
-use crate::repair::{self, RepairOptions};
-use crate::sink::Encoding;
-use crate::split;
+use crate::tools::check::{self, CheckOptions, CheckReport, Finding, TopValue};
+use crate::tools::report::Place;
 
 fn top_value<'py>(py: Python<'py>, value: &Option<TopValue>) -> PyResult<Bound<'py, PyAny>> {
     Ok(match value {
@@ -44,6 +40,20 @@ fn counts<'py>(py: Python<'py>, pairs: &[(String, u64)]) -> PyResult<Bound<'py, 
     Ok(d)
 }
 
+/// A report's examples as dicts (`offset` None where there is no one place: never in check's
+/// findings).
+pub(super) fn places<'py>(py: Python<'py>, places: &[Place]) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for p in places {
+        let d = PyDict::new(py);
+        d.set_item("offset", p.offset)?;
+        d.set_item("event_index", p.index)?;
+        d.set_item("message", &p.message)?;
+        list.append(d)?;
+    }
+    Ok(list)
+}
+
 fn finding_dict<'py>(py: Python<'py>, f: &Finding) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("kind", f.kind.name())?;
@@ -57,17 +67,9 @@ fn finding_dict<'py>(py: Python<'py>, f: &Finding) -> PyResult<Bound<'py, PyDict
     )?;
     d.set_item("count", f.count)?;
     d.set_item("message", &f.message)?;
-    let examples = PyList::empty(py);
-    for e in &f.examples {
-        let ed = PyDict::new(py);
-        ed.set_item("offset", e.offset)?;
-        ed.set_item("event_index", e.index)?;
-        ed.set_item("message", &e.message)?;
-        examples.append(ed)?;
-    }
-    d.set_item("examples", examples)?;
+    d.set_item("examples", places(py, &f.examples)?)?;
     let tracks = PyList::empty(py);
-    for t in &f.tracks {
+    for t in &f.extra.tracks {
         let td = PyDict::new(py);
         td.set_item("pid", &t.pid)?;
         td.set_item("tid", &t.tid)?;
@@ -76,8 +78,8 @@ fn finding_dict<'py>(py: Python<'py>, f: &Finding) -> PyResult<Bound<'py, PyDict
         tracks.append(td)?;
     }
     d.set_item("tracks", tracks)?;
-    d.set_item("track_count", f.track_count)?;
-    d.set_item("note", &f.note)?;
+    d.set_item("track_count", f.extra.track_count)?;
+    d.set_item("note", &f.extra.note)?;
     Ok(d)
 }
 
@@ -119,7 +121,7 @@ fn report_dict<'py>(py: Python<'py>, r: &CheckReport) -> PyResult<Bound<'py, PyD
 }
 
 /// Checks the trace at `path` (JSON or gzip of any number of members): errors, warnings
-/// and a summary (see `crate::check`). A trace that does not load is reported in the dict,
+/// and a summary (see `crate::tools::check`). A trace that does not load is reported in the dict,
 /// not raised; I/O errors raise OSError.
 #[pyfunction]
 #[pyo3(signature = (path, examples=5))]
@@ -138,184 +140,7 @@ fn check_trace<'py>(
     report_dict(py, &report)
 }
 
-/// Streams `src` (JSON or gzip of any number of members) into `dst` as one gzip member
-/// (atomically; `dst` may be `src`). Returns (decompressed bytes, bytes of `dst`).
-#[pyfunction]
-#[pyo3(signature = (src, dst, level, threads))]
-fn recompress(
-    py: Python<'_>,
-    src: PathBuf,
-    dst: PathBuf,
-    level: u32,
-    threads: usize,
-) -> PyResult<(u64, u64)> {
-    let stats = detached(py, |interrupted| {
-        crate::recompress::recompress(&src, &dst, level, threads, &mut |_done| interrupted())
-    })?;
-    Ok((stats.json_bytes, stats.file_bytes))
-}
-
-/// Writes to `dst` the best loadable trace `src` holds (see `crate::repair`); `gzip`:
-/// (level, threads) for gzip output, None for plain JSON. Returns the changes and counts.
-#[pyfunction]
-#[pyo3(signature = (src, dst, untangle, gzip, examples=5))]
-fn repair_trace<'py>(
-    py: Python<'py>,
-    src: PathBuf,
-    dst: PathBuf,
-    untangle: bool,
-    gzip: Option<(u32, usize)>,
-    examples: usize,
-) -> PyResult<Bound<'py, PyDict>> {
-    let options = RepairOptions {
-        untangle,
-        examples,
-        encoding: match gzip {
-            Some((level, threads)) => Encoding::Gzip { level, threads },
-            None => Encoding::Plain,
-        },
-    };
-    let r = detached(py, |interrupted| {
-        repair::repair(&src, &dst, options, &mut |_done| interrupted())
-    })?;
-    let d = PyDict::new(py);
-    let changes = PyList::empty(py);
-    for c in &r.changes {
-        let cd = PyDict::new(py);
-        cd.set_item("kind", c.kind.name())?;
-        cd.set_item("count", c.count)?;
-        cd.set_item("message", &c.message)?;
-        let examples = PyList::empty(py);
-        for e in &c.examples {
-            let ed = PyDict::new(py);
-            ed.set_item("offset", e.offset)?;
-            ed.set_item("event_index", e.index)?;
-            ed.set_item("message", &e.message)?;
-            examples.append(ed)?;
-        }
-        cd.set_item("examples", examples)?;
-        changes.append(cd)?;
-    }
-    d.set_item("changes", changes)?;
-    d.set_item("json_bytes_read", r.json_bytes_read)?;
-    d.set_item("json_bytes_written", r.json_bytes_written)?;
-    d.set_item("events_read", r.events_read)?;
-    d.set_item("events_written", r.events_written)?;
-    Ok(d)
-}
-
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_trace, m)?)?;
-    m.add_function(wrap_pyfunction!(repair_trace, m)?)?;
-    m.add_function(wrap_pyfunction!(recompress, m)?)?;
-    m.add_function(wrap_pyfunction!(split_trace, m)?)?;
-    m.add_function(wrap_pyfunction!(filter_trace, m)?)?;
     Ok(())
-}
-
-/// The parts (a list of dicts) and the rest of the stats (a dict): the fields of
-/// `kinetrace.Part` and `kinetrace.SplitResult`.
-fn split_dicts<'py>(
-    py: Python<'py>,
-    s: &split::SplitStats,
-) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
-    let d = PyDict::new(py);
-    let parts = PyList::empty(py);
-    for p in &s.parts {
-        let pd = PyDict::new(py);
-        pd.set_item("path", p.path.as_os_str())?; // a str, as os.fsdecode gives
-        pd.set_item("start_us", p.start_us)?;
-        pd.set_item("end_us", p.end_us)?;
-        pd.set_item("events", p.events)?;
-        pd.set_item("json_bytes", p.json_bytes)?;
-        parts.append(pd)?;
-    }
-    d.set_item("events_read", s.events_read)?;
-    d.set_item("flow_events_cut", s.flow_events_cut)?;
-    d.set_item("flow_events_unpaired", s.flow_events_unpaired)?;
-    d.set_item("json_bytes_read", s.json_bytes_read)?;
-    d.set_item("oversized_parts", s.oversized_parts)?;
-    Ok((parts, d))
-}
-
-/// Splits the trace at `src` into parts by time window of at most `max_bytes` of JSON
-/// each (see `crate::split`); `gzip`: (level, threads) for gzip parts, None for plain
-/// JSON; `like_source`: ignore `gzip`'s on/off and follow the source's format.
-#[pyfunction]
-#[pyo3(signature = (src, max_bytes, out_dir, gzip, like_source, stem=None, suffix=None, trace_name=None))]
-#[allow(clippy::too_many_arguments)]
-fn split_trace<'py>(
-    py: Python<'py>,
-    src: PathBuf,
-    max_bytes: u64,
-    out_dir: Option<PathBuf>,
-    gzip: Option<(u32, usize)>,
-    like_source: bool,
-    stem: Option<String>,
-    suffix: Option<String>,
-    trace_name: Option<String>,
-) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
-    let options = split::SplitOptions {
-        max_bytes,
-        out_dir,
-        gzip: if like_source { None } else { Some(gzip) },
-        default_gzip: gzip.unwrap_or((6, 1)),
-        stem,
-        suffix,
-        trace_name,
-    };
-    let stats = detached(py, |interrupted| {
-        split::split(&src, &options, &mut |_done| interrupted())
-    })?;
-    split_dicts(py, &stats)
-}
-
-/// Writes to `dst` the events of the trace at `src` that the criteria keep (see
-/// `crate::split`); `gzip`: (level, threads) for gzip output, None for plain JSON.
-#[pyfunction]
-#[pyo3(signature = (src, dst, include_cats, exclude_cats, min_dur_us, window_us, pids, gzip, trace_name=None))]
-#[allow(clippy::too_many_arguments)]
-fn filter_trace<'py>(
-    py: Python<'py>,
-    src: PathBuf,
-    dst: PathBuf,
-    include_cats: Vec<String>,
-    exclude_cats: Vec<String>,
-    min_dur_us: Option<f64>,
-    window_us: Option<(f64, f64)>,
-    pids: Vec<String>,
-    gzip: Option<(u32, usize)>,
-    trace_name: Option<String>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let spec = split::FilterSpec {
-        include_cats,
-        exclude_cats,
-        min_dur_us,
-        window_us,
-        pids,
-    };
-    let encoding = match gzip {
-        Some((level, threads)) => Encoding::Gzip { level, threads },
-        None => Encoding::Plain,
-    };
-    let s = detached(py, |interrupted| {
-        let mut progress = |_done: u64| interrupted();
-        split::filter(
-            &src,
-            &dst,
-            &spec,
-            encoding,
-            trace_name.as_deref(),
-            &mut progress,
-        )
-    })?;
-    let d = PyDict::new(py);
-    d.set_item("events_read", s.events_read)?;
-    d.set_item("events_written", s.events_written)?;
-    d.set_item("metadata_written", s.metadata_written)?;
-    d.set_item("flow_events_cut", s.flow_events_cut)?;
-    d.set_item("flow_events_unpaired", s.flow_events_unpaired)?;
-    d.set_item("json_bytes_read", s.json_bytes_read)?;
-    d.set_item("json_bytes_written", s.json_bytes_written)?;
-    Ok(d)
 }

@@ -4,7 +4,7 @@
 //! matching subclass (`FileNotFoundError`, `PermissionError`, `IsADirectoryError`, ...).
 //! A trace file that is not a valid trace becomes `kinetrace.TraceFormatError` (a
 //! `ValueError` defined in Python, `kinetrace/_errors.py`, carrying path, offset and event
-//! index). Internal failures (a panic, a poisoned lock) become `RuntimeError`; every lock in
+//! index, and its `kind`: a stable slug, `error::FormatKind`). Internal failures (a panic, a poisoned lock) become `RuntimeError`; every lock in
 //! the bindings is taken through [`crate::error::lock`], so a poisoned one always reads the
 //! same.
 
@@ -70,7 +70,7 @@ impl From<Error> for PyErr {
             Error::InvalidArgument(msg) => PyValueError::new_err(msg),
             Error::TraceFormat(t) => {
                 let message = t.to_string();
-                TraceFormatError::new_err((message, t.path, t.offset, t.event_index))
+                TraceFormatError::new_err((message, t.path, t.offset, t.event_index, t.kind.slug()))
             }
             Error::State(msg) => PyRuntimeError::new_err(msg),
             Error::Interrupted => PyKeyboardInterrupt::new_err("export interrupted"),

@@ -1,6 +1,6 @@
 //! `_FallbackStream` and `_FallbackFile`: the fallback path's [`Stream`] and [`InPlace`] for
-//! Python (`kinetrace._fallback`): converts descriptors and arguments, and runs them with the
-//! GIL released. What they do is in `crate::fallback`.
+//! Python (`kinetrace._export.fallback`): converts descriptors and arguments, and runs them with the
+//! GIL released. What they do is in `crate::export::fallback`.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -12,8 +12,8 @@ use pyo3::pybacked::PyBackedBytes;
 
 use super::interrupt::detached;
 use crate::error::lock;
-use crate::fallback::{directory_for, InPlace, Stream, TraceNameRewrite};
-use crate::sink::Encoding;
+use crate::export::fallback::{directory_for, InPlace, Stream, TraceNameRewrite};
+use crate::output::sink::Encoding;
 
 /// A finished stream: (events, bytes of text, bytes in the file).
 type Counts = (u64, u64, u64);
@@ -235,7 +235,7 @@ impl PyFallbackFile {
     /// stale temporaries and private directories that killed exports left in `dir`.
     #[staticmethod]
     fn private_name(py: Python<'_>, dir: PathBuf) -> PathBuf {
-        py.detach(move || PathBuf::from(crate::temps::private_dir_name(&dir)))
+        py.detach(move || PathBuf::from(crate::output::temps::private_dir_name(&dir)))
     }
 
     /// After `save`: waits (GIL released, Ctrl-C answered) until the reader has checked

@@ -15,9 +15,9 @@ use super::errors::{io_to_pyerr, PyErrInIo};
 use super::interrupt::detached;
 use crate::error::lock;
 use crate::error::{Error, Result};
-use crate::gzip::{ParallelGzEncoder, DEFAULT_BLOCK_SIZE};
-use crate::interrupt::{self, Interrupted};
-use crate::sink::{Encoding, Sink};
+use crate::output::gzip::{ParallelGzEncoder, DEFAULT_BLOCK_SIZE};
+use crate::output::interrupt::{self, Interrupted};
+use crate::output::sink::{Encoding, Sink};
 
 /// A Python binary file object as an `io::Write`. Called from the encoder's writer
 /// thread, so it takes the GIL for each call.

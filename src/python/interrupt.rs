@@ -1,6 +1,6 @@
 //! The one way the bindings wait: [`detached`] runs work on the calling thread with the GIL
 //! released, handing it an [`Interrupted`] callback. Every wait inside the work is cut into
-//! waits of at most [`POLL`] (`crate::interrupt`); between them the callback takes the GIL back for
+//! waits of at most [`POLL`] (`crate::output::interrupt`); between them the callback takes the GIL back for
 //! a moment and runs Python's pending signal handlers. An exception from a handler
 //! (`KeyboardInterrupt` from Ctrl-C, or whatever a handler raises) cancels the work: the
 //! callback fails from then on, the work abandons its wait and cleans up on its way out
@@ -11,7 +11,7 @@
 use pyo3::prelude::*;
 
 use crate::error::Error;
-use crate::interrupt::{Interrupted, POLL};
+use crate::output::interrupt::{Interrupted, POLL};
 
 /// Runs `work` with the GIL released; see the module docs. The exception a signal handler
 /// raised wins over the work's own result.

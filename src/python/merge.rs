@@ -1,5 +1,5 @@
 //! `merge_traces`: many trace files on one timeline for Python (`kinetrace merge`), with the
-//! GIL released and Ctrl-C answered between waits (see `crate::merge`).
+//! GIL released and Ctrl-C answered between waits (see `crate::tools::merge`).
 
 use std::path::PathBuf;
 
@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::interrupt::detached;
-use crate::merge::{self, MergeOptions, MergeStats};
-use crate::split::FilterSpec;
+use crate::read::filter::FilterSpec;
+use crate::tools::merge::{self, MergeOptions, MergeStats};
 
 /// The result as `(outputs, ranks, stats)`: the fields of kinetrace's result dataclasses
 /// (`_MergeStats` and friends in `_kinetrace.pyi`).
@@ -63,7 +63,7 @@ fn result<'py>(py: Python<'py>, s: &MergeStats) -> PyResult<MergeResult<'py>> {
     Ok((outputs, ranks, d))
 }
 
-/// Merges the traces at `sources` into `dst` (see `crate::merge`); `labels`: one per
+/// Merges the traces at `sources` into `dst` (see `crate::tools::merge`); `labels`: one per
 /// source or none; `gzip`: (level, threads) or None; `max_bytes`: parts of at most that.
 #[pyfunction]
 #[pyo3(signature = (sources, dst, labels, align_step, include_cats, exclude_cats, min_dur_us, window_us, pids, max_bytes, gzip, threads))]

@@ -2,12 +2,16 @@
 //! with the GIL released. The public API is in `python/kinetrace/`.
 
 mod check;
+mod compress;
 mod errors;
 mod fallback;
 mod gzip_writer;
 mod interrupt;
 mod merge;
 mod reader;
+mod repair;
+mod split;
+mod summary;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -21,11 +25,11 @@ use self::interrupt::detached;
 use self::reader::Accessors;
 use crate::error::lock;
 use crate::error::Error;
-use crate::format::Header;
-use crate::graphs::{Annotation, CharClasses, GraphAnnotations, GraphState};
-use crate::pipeline::{ExportStats, Exporter, Queue, SliceOutput, QUEUE_DEPTH};
-use crate::sink::Encoding;
-use crate::trace::{self, PartialSummary, StrColumn};
+use crate::export::format::Header;
+use crate::export::graphs::{Annotation, CharClasses, GraphAnnotations, GraphState};
+use crate::export::pipeline::{ExportStats, Exporter, Queue, SliceOutput, QUEUE_DEPTH};
+use crate::export::trace::{self, PartialSummary, StrColumn};
+use crate::output::sink::Encoding;
 
 /// A slice's first pass as Python carries it: (activities, min ts, max end,
 /// [(device, first ts)], [((device, tid), first ts)]).
@@ -90,7 +94,7 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// One export in progress (private: driven by `kinetrace._export`).
+/// One export in progress (private: driven by `kinetrace._export.export`).
 #[pyclass(module = "kinetrace._kinetrace", name = "_Exporter")]
 struct PyExporter {
     inner: Mutex<ExporterState>,
@@ -270,7 +274,7 @@ impl PyExporter {
     ) -> PyResult<()> {
         let graph = graph_state.map(GraphState::decode).transpose()?;
         let file = duplicate_fd(fd)?;
-        crate::sink::check_worker_output(&file, identity, file_len, &path)?;
+        crate::output::sink::check_worker_output(&file, identity, file_len, &path)?;
         let mut state = self.state()?;
         let exporter = &mut state.exporter;
         let slice = SliceOutput {
@@ -337,7 +341,7 @@ impl PyExporter {
         }
         let mut batch = Some(batch);
         detached(py, |interrupted| {
-            crate::interrupt::wait(interrupted, |timeout| {
+            crate::output::interrupt::wait(interrupted, |timeout| {
                 let offered = batch.take().expect("a batch is held until it is queued");
                 batch = exporter.offer_batch(offered, timeout)?;
                 Ok(batch.is_none().then_some(()))
@@ -370,7 +374,7 @@ impl PyExporter {
         let mut state = self.state()?;
         let exporter = &mut state.exporter;
         let finished = detached(py, |interrupted| {
-            crate::interrupt::wait_until(deadline, interrupted, |timeout| {
+            crate::output::interrupt::wait_until(deadline, interrupted, |timeout| {
                 exporter.wait(timeout).transpose()
             })
         })?;
@@ -415,11 +419,11 @@ fn _panic_for_tests() {
 }
 
 /// Creates an empty temporary file for the destination name `name` in `directory` (the
-/// shape every temporary has, see `crate::temps`; stale ones are removed first) and returns
+/// shape every temporary has, see `crate::output::temps`; stale ones are removed first) and returns
 /// its path: for a file that is renamed into place once complete.
 #[pyfunction]
 fn create_temporary(directory: PathBuf, name: std::ffi::OsString) -> PyResult<PathBuf> {
-    let (_, path) = crate::temps::create(&directory, &name).map_err(|e| {
+    let (_, path) = crate::output::temps::create(&directory, &name).map_err(|e| {
         Error::io(
             format!(
                 "cannot create a temporary file for {}",
@@ -435,7 +439,7 @@ fn create_temporary(directory: PathBuf, name: std::ffi::OsString) -> PyResult<Pa
 /// `path` (beside its target, for a symbolic link); returns how many.
 #[pyfunction]
 fn remove_temporaries(path: PathBuf, pid: u32) -> usize {
-    crate::temps::remove_of_process(&crate::sink::target_dir(&path), pid)
+    crate::output::temps::remove_of_process(&crate::output::sink::target_dir(&path), pid)
 }
 
 /// The trimonth time base for a trace whose earliest time is `earliest_ns`.
@@ -457,7 +461,11 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fallback::register(m)?;
     interrupt::register(m)?;
     check::register(m)?;
+    repair::register(m)?;
+    compress::register(m)?;
+    split::register(m)?;
     merge::register(m)?;
+    summary::register(m)?;
     reader::register(m)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;
     #[cfg(feature = "test-hooks")]

@@ -24,7 +24,7 @@ use pyo3::types::{PyList, PyType};
 
 use super::{push_str, type_name};
 use crate::error::Error;
-use crate::trace::{is_kernel, needs_correlation_id, Batch, Flow, StrColumn};
+use crate::export::trace::{is_kernel, needs_correlation_id, Batch, Flow, StrColumn};
 
 /// The accessors, in the order [`Accessors`] takes them.
 pub(crate) const FIELDS: [&str; 13] = [
@@ -123,7 +123,7 @@ impl Getter {
 }
 
 /// The accessors of one activity type (see the module docs), built by
-/// `kinetrace._extract.activity_getters`.
+/// `kinetrace._export.extract.activity_getters`.
 #[pyclass(module = "kinetrace._kinetrace", name = "_Accessors", frozen)]
 pub(crate) struct Accessors {
     getters: Vec<Getter>,

@@ -1,0 +1,8 @@
+//! Trace files in: the decompressed bytes of plain or multi-member gzip input (`members`), a
+//! trace's header and events in order, told to a visitor (`events`), and which events a
+//! filter keeps, with the binding of flow ends to their events (`filter`), and which rank a file is (`ranks`).
+
+pub(crate) mod events;
+pub(crate) mod filter;
+pub(crate) mod members;
+pub(crate) mod ranks;
