@@ -9,26 +9,43 @@ The profiler lifecycle names (``profile``, ``schedule``, ``tensorboard_trace_han
 
 from typing import TYPE_CHECKING, Any
 
-from kinetrace._check import CheckReport, Example, Finding, TraceInfo, TrackCount, check_trace
-from kinetrace._compress import CompressResult, compress_trace
 from kinetrace._errors import TraceFormatError
-from kinetrace._export import (
+from kinetrace._export.export import (
     DEFAULT_COMPRESSLEVEL,
     ExportHandle,
     ExportStats,
     export_chrome_trace,
     wait,
 )
-from kinetrace._fallback import FallbackWarning
-from kinetrace._gzip import GzipWriter
+from kinetrace._export.fallback import FallbackWarning
+from kinetrace._export.gzip_writer import GzipWriter
+from kinetrace._export.workers import WorkerError
 from kinetrace._kinetrace import __version__
-from kinetrace._merge import MergedProcess, MergedRank, MergeResult, MergeWarning, merge_traces
-from kinetrace._repair import Change, RepairReport, repair_trace
-from kinetrace._split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
-from kinetrace._workers import WorkerError
+from kinetrace._tools.check import CheckReport, Example, Finding, TraceInfo, TrackCount, check_trace
+from kinetrace._tools.compress import CompressResult, compress_trace
+from kinetrace._tools.merge import (
+    MergedProcess,
+    MergedRank,
+    MergeResult,
+    MergeWarning,
+    merge_traces,
+)
+from kinetrace._tools.repair import Change, RepairReport, repair_trace
+from kinetrace._tools.split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
+from kinetrace._tools.summary import (
+    KernelStats,
+    RankSummary,
+    Step,
+    StepSpread,
+    StreamIdle,
+    Summary,
+    SummaryWarning,
+    TemporalBreakdown,
+    summarize,
+)
 
 if TYPE_CHECKING:
-    from kinetrace._profiler import (
+    from kinetrace._export.profiler import (
         ProfilerAction,
         install,
         installed,
@@ -55,7 +72,7 @@ _PROFILER_NAMES = frozenset(
 
 def __getattr__(name: str) -> Any:
     if name in _PROFILER_NAMES:
-        from kinetrace import _profiler
+        from kinetrace._export import profiler as _profiler
 
         value = getattr(_profiler, name)
         globals()[name] = value
@@ -76,14 +93,22 @@ __all__ = [
     "Finding",
     "GzipWriter",
     "Keep",
+    "KernelStats",
     "MergeResult",
     "MergeWarning",
     "MergedProcess",
     "MergedRank",
     "Part",
     "ProfilerAction",
+    "RankSummary",
     "RepairReport",
     "SplitResult",
+    "Step",
+    "StepSpread",
+    "StreamIdle",
+    "Summary",
+    "SummaryWarning",
+    "TemporalBreakdown",
     "TraceFormatError",
     "TraceInfo",
     "TrackCount",
@@ -101,6 +126,7 @@ __all__ = [
     "repair_trace",
     "schedule",
     "split_trace",
+    "summarize",
     "tensorboard_trace_handler",
     "uninstall",
     "wait",

@@ -8,7 +8,7 @@ Every exporter is timed through the call its users make, on profiles of the same
 - kinetrace: ``kinetrace.export_chrome_trace(prof, path)`` (default settings), and with
   ``workers=`` given;
 - the accessor floor: ``trace_activities()`` plus the field reads kinetrace makes (its own
-  extraction passes, ``kinetrace._extract``, into a consumer that keeps nothing) and freeing
+  extraction passes, ``kinetrace._export.extract``, into a consumer that keeps nothing) and freeing
   the list, timed alone. No exporter built on these accessors can beat it on one core.
 
 The method (:func:`method_note`): every timed call exports a fresh profile of its own
@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from kinetrace import _export, _extract, _kinetrace
+from kinetrace import _kinetrace
+from kinetrace._export import export as _export
+from kinetrace._export import extract as _extract
 
 
 @dataclass
@@ -272,7 +274,7 @@ def compare(
     default settings). Each row's ``how`` says which call was timed, and its ``activities``
     how many activities its profiles held.
     """
-    from kinetrace import _profiler
+    from kinetrace._export import profiler as _profiler
 
     if _profiler.installed():
         raise RuntimeError("kinetrace.install() is in effect: stock torch can't be timed")
@@ -366,7 +368,7 @@ def compare_kineto_writer(
     there is no accessor-floor row."""
     import warnings
 
-    from kinetrace import _fallback
+    from kinetrace._export import fallback as _fallback
 
     os.makedirs(out_dir, exist_ok=True)
 

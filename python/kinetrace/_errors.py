@@ -9,9 +9,14 @@ that cannot be read at all stay ``OSError``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["TraceFormatError"]
+__all__ = ["TraceFormatError", "TraceFormatKind"]
+
+#: What is wrong with a trace file, as :attr:`TraceFormatError.kind` names it (the names
+#: ``kinetrace check`` gives the same faults; ``src/error.rs``'s ``FormatKind``): code and
+#: tests match these, never the message.
+TraceFormatKind = Literal["syntax", "truncated", "gzip", "not_a_trace", "too_large"]
 
 
 class TraceFormatError(ValueError):
@@ -25,11 +30,18 @@ class TraceFormatError(ValueError):
         offset: the byte offset in the decompressed JSON where the fault is, or None when
             it is not at one place (a trace with no events).
         event_index: the index in ``traceEvents`` of the event the fault is in, or None.
+        kind: what is wrong, a stable name: ``"syntax"`` (not strict JSON, invalid UTF-8
+            included), ``"truncated"`` (the JSON text ends early), ``"gzip"`` (the gzip data
+            is corrupt or truncated), ``"not_a_trace"`` (valid JSON but no ``traceEvents``
+            array in a top-level object, an empty file, no event to keep), ``"too_large"``
+            (more than a tool can hold: nesting, one member's or the kept text's size, the
+            processes of a merge, a time that cannot be shifted exactly).
     """
 
     path: str | None
     offset: int | None
     event_index: int | None
+    kind: TraceFormatKind
 
     def __init__(
         self,
@@ -37,12 +49,14 @@ class TraceFormatError(ValueError):
         path: str | None = None,
         offset: int | None = None,
         event_index: int | None = None,
+        kind: TraceFormatKind = "syntax",
     ) -> None:
         super().__init__(message)
         self.path = path
         self.offset = offset
         self.event_index = event_index
+        self.kind = kind
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A copy from a forked worker or background export keeps the fields.
-        return (type(self), (str(self), self.path, self.offset, self.event_index))
+        return (type(self), (str(self), self.path, self.offset, self.event_index, self.kind))

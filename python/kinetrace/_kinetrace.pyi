@@ -29,6 +29,7 @@ __all__ = [
     "remove_temporaries",
     "repair_trace",
     "split_trace",
+    "summarize",
     "trimonth_base_ns",
 ]
 
@@ -332,3 +333,20 @@ class _FallbackFile:
     def private_name(dir: str | PathLike[str]) -> PathLike[str]: ...
     def finish(self) -> tuple[int, int, int] | None: ...
     def abort(self) -> None: ...
+
+class _RankFigures(TypedDict):
+    rank: int
+    rank_from: str
+    source: str
+    temporal: tuple[float, float, float, float]
+    kernel_types: list[tuple[str, float]]
+    kernels: list[tuple[str, str, int, float, float, float, float]]
+    overlap_pct: float | None
+    idle: list[tuple[str, tuple[float, float, float]]]
+    steps: list[tuple[str, float]]
+    gpu_activities: int
+    events: int
+    json_bytes: int
+    warnings: list[str]
+
+def summarize(paths: list[str], rules: str, threads: int) -> list[_RankFigures]: ...

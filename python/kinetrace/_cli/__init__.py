@@ -2,8 +2,10 @@
 
 One module per subcommand, each with ``add_parser(subparsers)`` that adds its parser and
 sets ``func`` (``(args) -> exit status``); :data:`SUBCOMMANDS` lists them in help order.
-The library functions they call take no argparse; what the subcommands share (argument
-types, gzip options, printing a failure) is in :mod:`kinetrace._cli.args`.
+The library functions they call take no argparse; what the subcommands share is in
+:mod:`kinetrace._cli.args` (argument types, gzip and ``Keep`` options) and
+:mod:`kinetrace._cli.status` (one exit status per cause: a tool's ``func`` hands its work
+to ``status.run_tool``, which checks the inputs and maps what the work raises).
 
 ``main`` is also where a process's life is handled the same way for every tool:
 
@@ -16,8 +18,9 @@ types, gzip options, printing a failure) is in :mod:`kinetrace._cli.args`.
 - A closed stdout (``kinetrace check big.json | head -3``) ends the tool quietly with exit
   status 141 (128 + SIGPIPE), as other Unix tools end, without a traceback.
 
-Exit statuses otherwise: 0 done, 1 failed (a bad trace, a write error, nothing selected),
-2 a usage error or an unreadable input.
+Exit statuses otherwise (``kinetrace --help`` prints the table, ``status.TABLE``): 0 done,
+1 findings or failure (a bad trace, a write error, nothing selected), 2 an unreadable input
+or a usage error.
 """
 
 from __future__ import annotations
@@ -31,20 +34,28 @@ import threading
 from collections.abc import Iterator, Sequence
 from types import FrameType, ModuleType
 
-from kinetrace._cli import check, compress, demo, merge, repair, run, split
+from kinetrace._cli import check, compress, demo, merge, repair, run, split, status, summary
 from kinetrace._cli import filter as filter_
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 #: The subcommand modules, in the order ``kinetrace --help`` lists them.
-SUBCOMMANDS: list[ModuleType] = [demo, run, check, repair, compress, split, filter_, merge]
+SUBCOMMANDS: list[ModuleType] = [
+    demo,
+    run,
+    check,
+    repair,
+    compress,
+    split,
+    filter_,
+    merge,
+    summary,
+]
 
 #: Signals that stop a tool like Ctrl-C (``kinetrace run`` leaves them to its script).
 STOP_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
-
-_SIGPIPE_STATUS = 128 + getattr(signal, "SIGPIPE", 13)
 
 
 class Stopped(BaseException):
@@ -62,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kinetrace",
         description="Fast, exact Chrome-trace export for the PyTorch profiler, and tools for "
         "the trace files it, torch and Kineto write.",
+        epilog=status.epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in SUBCOMMANDS:
@@ -82,22 +95,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
-        return 2
+        return status.USAGE
     prog = f"kinetrace {args.command}"
     try:
         with _stop_signals(getattr(args, "stop_on_signals", True)):
-            status = int(func(args))
+            code = int(func(args))
             sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
-        return status
+        return code
     except Stopped as stop:
         print(f"{prog}: stopped by {signal.Signals(stop.signum).name}", file=sys.stderr)
-        return 128 + stop.signum
+        return status.stopped_by(stop.signum)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+        return status.INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()
-        return _SIGPIPE_STATUS
+        return status.CLOSED_STDOUT
 
 
 @contextlib.contextmanager

@@ -1,19 +1,18 @@
 """What the subcommands share: argument types (a wrong text is a usage error, exit status
-2), the gzip options, and how a failure is printed (figures: ``kinetrace._text``)."""
+2), the gzip and ``Keep`` options. Exit statuses and how a failure is printed:
+``kinetrace._cli.status``."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 
 from kinetrace._env import DEFAULT_COMPRESSLEVEL
-from kinetrace._split import Keep
+from kinetrace._tools.split import Keep
 
 __all__ = [
     "add_gzip_options",
     "add_keep_options",
-    "fail",
     "integer",
     "keep_from",
     "non_negative_float",
@@ -162,19 +161,3 @@ def _pid(text: str) -> int | str:
         return int(text)
     except ValueError:
         return text
-
-
-# --------------------------------------------------------------------------------------
-# failures
-# --------------------------------------------------------------------------------------
-
-
-def fail(prog: str, exc: BaseException) -> int:
-    """Prints ``PROG: error: TEXT`` on stderr (an ``OSError``'s text without its errno) and
-    returns 1."""
-    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
-        text = exc.strerror
-    else:
-        text = str(exc)
-    print(f"{prog}: error: {text}", file=sys.stderr)
-    return 1

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from kinetrace._check import DEFAULT_EXAMPLES, check_trace
 from kinetrace._cli.args import non_negative_int
+from kinetrace._cli.status import DONE, FAILED, exit_statuses, run_tool
+from kinetrace._tools.check import DEFAULT_EXAMPLES, check_trace
 
 __all__ = ["add_parser", "cmd_check"]
 
@@ -19,19 +19,19 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     Returns:
         0 when the trace loads (warnings are printed), 1 when it does not (or, with
-        ``--strict``, when there is any warning), 2 when it cannot be read.
+        ``--strict``, when there is any warning), 2 when it cannot be read
+        (:mod:`kinetrace._cli.status`).
     """
-    try:
-        report = check_trace(args.file, examples=args.examples)
-    except OSError as exc:
-        text = exc.strerror if exc.errno is not None and exc.strerror else str(exc)
-        print(f"kinetrace check: {text}", file=sys.stderr)
-        return 2
+    return run_tool("kinetrace check", [args.file], lambda: _check(args))
+
+
+def _check(args: argparse.Namespace) -> int:
+    report = check_trace(args.file, examples=args.examples)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(report.format())
-    return 0 if (report.clean if args.strict else report.valid) else 1
+    return DONE if (report.clean if args.strict else report.valid) else FAILED
 
 
 def add_parser(subparsers: Any) -> None:
@@ -46,8 +46,8 @@ def add_parser(subparsers: Any) -> None:
             "ends without their other end, X events Perfetto drops for overlapping on their "
             "thread, negative or missing durations, events without ts or ph, numbers beyond "
             "2^53, a process or thread named twice, several gzip members). Each is counted "
-            "with its first places (byte offset, event index); then a summary. Exit status: "
-            "0 loads, 1 does not load (or any warning, with --strict), 2 unreadable."
+            "with its first places (byte offset, event index); then a summary. "
+            + exit_statuses("loads", "does not load (or any warning, with --strict)")
         ),
     )
     parser.add_argument("file", metavar="FILE", help="the trace (.json or gzip)")

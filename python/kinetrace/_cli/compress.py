@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
-import sys
 from typing import Any
 
-from kinetrace._cli.args import add_gzip_options, fail
-from kinetrace._compress import compress_trace, is_gzip
+from kinetrace._cli.args import add_gzip_options
+from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import size
+from kinetrace._tools.compress import compress_trace, is_gzip
 
 __all__ = ["add_parser", "cmd_compress"]
 
@@ -21,24 +22,19 @@ def cmd_compress(args: argparse.Namespace) -> int:
 
     Returns:
         0 on success; 1 when it failed (a bad trace, a write error) or refused to overwrite
-        DST; 2 for an unreadable SRC.
+        DST; 2 for an unreadable SRC (:mod:`kinetrace._cli.status`).
     """
-    prog = "kinetrace compress"
+    return run_tool("kinetrace compress", [args.src], lambda: _compress(args))
+
+
+def _compress(args: argparse.Namespace) -> int:
     src: str = os.fsdecode(args.src)
-    try:
-        gzip_in = is_gzip(src)
-    except OSError as exc:
-        print(f"{prog}: error: cannot read {src}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+    gzip_in = is_gzip(src)
     dst: str = os.fsdecode(args.dst) if args.dst is not None else (src if gzip_in else src + ".gz")
     in_place = _same_file(src, dst)
     if os.path.exists(dst) and not args.force and not (in_place and gzip_in):
-        print(f"{prog}: error: {dst} exists (use -f/--force to overwrite it)", file=sys.stderr)
-        return 1
-    try:
-        result = compress_trace(src, dst, compresslevel=args.level, threads=args.threads)
-    except (OSError, ValueError) as exc:
-        return fail(prog, exc)
+        raise FileExistsError(errno.EEXIST, f"{dst} exists (use -f/--force to overwrite it)")
+    result = compress_trace(src, dst, compresslevel=args.level, threads=args.threads)
     kind = "gzip" if gzip_in else "JSON"
     target = f"{dst} (in place)" if in_place else dst
     mb_s = result.json_bytes / 1e6 / max(result.seconds, 1e-9)
@@ -48,7 +44,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
         f"({mb_s:.0f} MB/s, level {result.level}, "
         f"{result.threads} thread{'s' if result.threads != 1 else ''})"
     )
-    return 0
+    return DONE
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -70,8 +66,9 @@ def add_parser(subparsers: Any) -> None:
             "anything that is not a trace fails at the offset of its first fault, and a "
             "top-level member or event over 64 MiB is refused. The output appears "
             "atomically; on error, Ctrl-C, SIGTERM or SIGHUP nothing is left behind. "
-            "Exit status: 0 done, 1 failed (SRC not a trace, a write error) or refused to "
-            "overwrite, 2 usage error or unreadable SRC."
+            + exit_statuses(
+                failed="failed (SRC not a trace, a write error) or refused to overwrite"
+            )
         ),
     )
     parser.add_argument("src", metavar="SRC", help="the trace to compress (.json or gzip)")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kinetrace._cli.args import add_gzip_options, add_keep_options, fail, keep_from
-from kinetrace._split import filter_trace
+from kinetrace._cli.args import add_gzip_options, add_keep_options, keep_from
+from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import size
+from kinetrace._tools.split import filter_trace
 
 __all__ = ["add_parser", "cmd_filter"]
 
@@ -16,15 +17,15 @@ def cmd_filter(args: argparse.Namespace) -> int:
     """Prints what :func:`kinetrace.filter_trace` kept.
 
     Returns:
-        0 on success, 1 when it failed (a bad trace, nothing selected, ...).
+        0 on success, 1 when it failed (a bad trace, nothing selected, ...), 2 when SRC
+        cannot be read (:mod:`kinetrace._cli.status`).
     """
-    try:
-        keep = keep_from(args)
-        result = filter_trace(
-            args.src, args.dst, keep, compresslevel=args.level, threads=args.threads
-        )
-    except (OSError, ValueError, TypeError) as exc:
-        return fail("kinetrace filter", exc)
+    return run_tool("kinetrace filter", [args.src], lambda: _filter(args))
+
+
+def _filter(args: argparse.Namespace) -> int:
+    keep = keep_from(args)
+    result = filter_trace(args.src, args.dst, keep, compresslevel=args.level, threads=args.threads)
     print(
         f"{args.src} -> {result.path}: {result.events_written:,} of {result.events_read:,} "
         f"events kept ({result.metadata_written:,} metadata), {size(result.json_bytes_written)} "
@@ -41,7 +42,7 @@ def cmd_filter(args: argparse.Namespace) -> int:
             else ""
         )
     )
-    return 0
+    return DONE
 
 
 def add_parser(subparsers: Any) -> None:
@@ -52,7 +53,7 @@ def add_parser(subparsers: Any) -> None:
             "Write to DST the events of the trace SRC that pass every criterion given, each "
             "unchanged; flows only when all their ends are kept, process/thread metadata "
             "only for what remains. DST is gzip when its name ends in .gz. "
-            "Exit status: 0 done, 1 failed (including: nothing selected)."
+            + exit_statuses(failed="failed (including: nothing selected)")
         ),
     )
     parser.add_argument("src", metavar="SRC", help="the trace to filter")

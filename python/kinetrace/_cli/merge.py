@@ -7,38 +7,42 @@ import sys
 import warnings
 from typing import Any
 
-from kinetrace._cli.args import add_gzip_options, add_keep_options, fail, keep_from, positive_float
-from kinetrace._merge import MergeWarning, merge_traces
+from kinetrace._cli.args import add_gzip_options, add_keep_options, keep_from, positive_float
+from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import size
+from kinetrace._tools.merge import MergeWarning, merge_traces
 
 __all__ = ["add_parser", "cmd_merge"]
+
+PROG = "kinetrace merge"
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Prints what :func:`kinetrace.merge_traces` wrote, and its warnings on stderr.
 
     Returns:
-        0 on success, 1 when it failed (a bad trace, two sources of one rank, ...).
+        0 on success, 1 when it failed (a bad trace, two sources of one rank, ...), 2 when
+        a source (a file or a directory) cannot be read (:mod:`kinetrace._cli.status`).
     """
-    prog = "kinetrace merge"
-    try:
-        keep = keep_from(args)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", MergeWarning)
-            result = merge_traces(
-                args.sources,
-                args.output,
-                labels=args.label,
-                align=args.align,
-                keep=keep,
-                max_mb=args.max_mb,
-                compresslevel=args.level,
-                threads=args.threads,
-            )
-    except (OSError, ValueError, TypeError) as exc:
-        return fail(prog, exc)
+    return run_tool(PROG, args.sources, lambda: _merge(args), directories=True)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    keep = keep_from(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", MergeWarning)
+        result = merge_traces(
+            args.sources,
+            args.output,
+            labels=args.label,
+            align=args.align,
+            keep=keep,
+            max_mb=args.max_mb,
+            compresslevel=args.level,
+            threads=args.threads,
+        )
     for w in caught:
-        print(f"{prog}: warning: {w.message}", file=sys.stderr)
+        print(f"{PROG}: warning: {w.message}", file=sys.stderr)
     mb_s = result.json_bytes_read / 1e6 / max(result.seconds, 1e-9)
     print(
         f"{len(result.ranks)} trace{'s' if len(result.ranks) != 1 else ''}, "
@@ -55,7 +59,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         print(f"  {rank.label} ({rank.rank_from}): {rank.source}, ts {rank.offset_ns:+,} ns{align}")
     if result.flow_events_cut:
         print(f"  {result.flow_events_cut:,} flow events dropped (an end was not kept)")
-    return 0
+    return DONE
 
 
 def add_parser(subparsers: Any) -> None:
@@ -70,7 +74,7 @@ def add_parser(subparsers: Any) -> None:
             "exactly onto one clock (the earliest baseTimeNanoseconds). A rank is "
             "distributedInfo.rank, else a number in the file name (rank-3, rank_3, rank3), "
             "else the order given. DST is gzip when its name ends in .gz; it appears only when "
-            "complete. Exit status: 0 done, 1 failed."
+            "complete. " + exit_statuses()
         ),
     )
     parser.add_argument("sources", nargs="+", metavar="SRC", help="trace files or directories")

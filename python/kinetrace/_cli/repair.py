@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
-import sys
 from typing import Any
 
-from kinetrace._check import DEFAULT_EXAMPLES
-from kinetrace._cli.args import add_gzip_options, fail, non_negative_int
-from kinetrace._repair import repair_trace
+from kinetrace._cli.args import add_gzip_options, non_negative_int
+from kinetrace._cli.status import DONE, exit_statuses, run_tool
+from kinetrace._tools.check import DEFAULT_EXAMPLES
+from kinetrace._tools.repair import repair_trace
 
 __all__ = ["add_parser", "cmd_repair"]
 
@@ -21,35 +22,28 @@ def cmd_repair(args: argparse.Namespace) -> int:
     Returns:
         0 when DST was written (also when there was nothing to repair: DST is then a copy),
         1 when it failed (nothing loadable in SRC, a write error, DST exists without
-        ``--force``), 2 when SRC cannot be read.
+        ``--force``), 2 when SRC cannot be read (:mod:`kinetrace._cli.status`).
     """
-    prog = "kinetrace repair"
+    return run_tool("kinetrace repair", [args.src], lambda: _repair(args))
+
+
+def _repair(args: argparse.Namespace) -> int:
     src, dst = os.fsdecode(args.src), os.fsdecode(args.dst)
-    try:
-        with open(src, "rb"):
-            pass
-    except OSError as exc:
-        print(f"{prog}: error: cannot read {src}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
     if os.path.lexists(dst) and not args.force:
-        print(f"{prog}: error: {dst} exists (use -f/--force to replace it)", file=sys.stderr)
-        return 1
-    try:
-        report = repair_trace(
-            src,
-            dst,
-            untangle=args.untangle,
-            compresslevel=args.level,
-            threads=args.threads,
-            examples=args.examples,
-        )
-    except (OSError, ValueError) as exc:  # TraceFormatError is a ValueError
-        return fail(prog, exc)
+        raise FileExistsError(errno.EEXIST, f"{dst} exists (use -f/--force to replace it)")
+    report = repair_trace(
+        src,
+        dst,
+        untangle=args.untangle,
+        compresslevel=args.level,
+        threads=args.threads,
+        examples=args.examples,
+    )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(report.format())
-    return 0
+    return DONE
 
 
 def add_parser(subparsers: Any) -> None:
@@ -67,7 +61,7 @@ def add_parser(subparsers: Any) -> None:
             "commas and trailing data go. --untangle moves X events Perfetto would drop for "
             "overlapping on their thread to extra thread lanes of their process. A trace "
             "with nothing to repair is copied unchanged. DST is gzip when its name ends in "
-            ".gz; it appears atomically. Exit status: 0 written, 1 failed, 2 SRC unreadable."
+            ".gz; it appears atomically. " + exit_statuses("written")
         ),
     )
     parser.add_argument("src", metavar="SRC", help="the damaged trace")

@@ -26,7 +26,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         otherwise); 2 when the script does not exist. An exception from the script
         propagates.
     """
-    from kinetrace import _handles, _profiler
+    from kinetrace._export import handles as _handles
+    from kinetrace._export import profiler as _profiler
 
     target: str = args.target
     if not args.module and not os.path.exists(target):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kinetrace._cli.args import add_gzip_options, fail, positive_float
-from kinetrace._split import split_trace
+from kinetrace._cli.args import add_gzip_options, positive_float
+from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import size
+from kinetrace._tools.split import split_trace
 
 __all__ = ["add_parser", "cmd_split"]
 
@@ -16,18 +17,20 @@ def cmd_split(args: argparse.Namespace) -> int:
     """Prints the parts :func:`kinetrace.split_trace` wrote.
 
     Returns:
-        0 on success, 1 when it failed (a bad trace, an unwritable directory, ...).
+        0 on success, 1 when it failed (a bad trace, an unwritable directory, ...), 2 when
+        SRC cannot be read (:mod:`kinetrace._cli.status`).
     """
-    try:
-        result = split_trace(
-            args.src,
-            args.max_mb,
-            out_dir=args.out_dir,
-            compresslevel=args.level,
-            threads=args.threads,
-        )
-    except (OSError, ValueError, TypeError) as exc:
-        return fail("kinetrace split", exc)
+    return run_tool("kinetrace split", [args.src], lambda: _split(args))
+
+
+def _split(args: argparse.Namespace) -> int:
+    result = split_trace(
+        args.src,
+        args.max_mb,
+        out_dir=args.out_dir,
+        compresslevel=args.level,
+        threads=args.threads,
+    )
     mb_s = 2 * result.json_bytes_read / 1e6 / max(result.seconds, 1e-9)
     print(
         f"{args.src}: {size(result.json_bytes_read)} of JSON, {result.events_read:,} events "
@@ -51,7 +54,7 @@ def cmd_split(args: argparse.Namespace) -> int:
             f"  {result.oversized_parts} part(s) larger than {args.max_mb} MB: more than that "
             "falls within one histogram cell"
         )
-    return 0
+    return DONE
 
 
 def add_parser(subparsers: Any) -> None:
@@ -65,7 +68,7 @@ def add_parser(subparsers: Any) -> None:
             "kinetrace_part (index, count, window), the events starting in its window, the "
             "flows whose ends are all in it, and the metadata of its processes and threads. "
             "Parts are named <stem>.part-001-of-012.json[.gz] (gzip like the source) and "
-            "appear only when all are written. Exit status: 0 done, 1 failed."
+            "appear only when all are written. " + exit_statuses()
         ),
     )
     parser.add_argument("src", metavar="SRC", help="the trace to split")

@@ -1,8 +1,8 @@
 """``export_chrome_trace``: pull activity fields in columnar batches, format them in Rust.
 
-``background=True`` runs this same export in a forked process (``kinetrace._background``);
-the handles of such exports, and the waiting for them, live in ``kinetrace._handles``, the
-passes in ``kinetrace._extract``. This module only orchestrates.
+``background=True`` runs this same export in a forked process (``kinetrace._export.background``);
+the handles of such exports, and the waiting for them, live in ``kinetrace._export.handles``, the
+passes in ``kinetrace._export.extract``. This module only orchestrates.
 
 Data flow: ``trace_activities()`` -> first pass (device, resource, timestamp, duration of every
 activity, kept in Rust: 32 bytes an activity) -> header -> second pass, batch by batch (the
@@ -12,6 +12,7 @@ compresses and writes while Python extracts the next batch.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import sys
@@ -19,7 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kinetrace import _graphs, _kinetrace
+from kinetrace import _kinetrace
 from kinetrace._env import (
     DEFAULT_COMPRESSLEVEL,
     _torch_version,
@@ -27,8 +28,9 @@ from kinetrace._env import (
     fifo_reader_ready,
     require_in_range,
 )
-from kinetrace._extract import ProgressBar, activity_getters, end_first_pass, extract_here
-from kinetrace._handles import (
+from kinetrace._export import graphs as _graphs
+from kinetrace._export.extract import ProgressBar, activity_getters, end_first_pass, extract_here
+from kinetrace._export.handles import (
     ExportHandle,
     ExportStats,
     _raise_unreported_errors,
@@ -37,15 +39,17 @@ from kinetrace._handles import (
 )
 
 if TYPE_CHECKING:
-    from kinetrace._split import Keep
+    from kinetrace._tools.split import Keep
 
 __all__ = [
     "DEFAULT_COMPRESSLEVEL",
     "ExportHandle",
     "ExportOptions",
     "ExportStats",
+    "export",
     "export_chrome_trace",
     "export_here",
+    "parameters",
     "wait",
 ]
 
@@ -80,7 +84,7 @@ def resolve_source(source: Any) -> tuple[Any, Mapping[str, Any] | None]:
             )
         return _require_trace_activities(result), None
     if hasattr(source, "save") and hasattr(source, "trace_start_ns"):
-        return source, None  # a torch < 2.13 _ProfilerResult: see kinetrace._fallback
+        return source, None  # a torch < 2.13 _ProfilerResult: see kinetrace._export.fallback
     raise TypeError(
         "export_chrome_trace() needs a torch.profiler.profile, a "
         "torch.autograd.profiler.profile or a _ProfilerResult (anything with "
@@ -139,7 +143,7 @@ def export_chrome_trace(
     without a full-size temporary file; a ``FallbackWarning`` says so (each distinct
     message once per process),
     ``metadata`` is added as top-level keys, ``base_time_ns``, ``workers`` and ``progress``
-    do not apply, and ``background=True`` runs synchronously (see ``kinetrace._fallback``).
+    do not apply, and ``background=True`` runs synchronously (see ``kinetrace._export.fallback``).
 
     Args:
         source: a stopped ``torch.profiler.profile``, a ``torch.autograd.profiler.profile``
@@ -158,7 +162,7 @@ def export_chrome_trace(
             them: each kernel, memcpy and memset whose metadata names an annotated
             ``"graph node id"`` gets the annotation's fields in its ``args`` (and the header
             says ``"cudaGraphInlineAnnotated": true``), as torch 2.15 writes them. An empty
-            mapping means the same as None. See ``kinetrace._graphs``.
+            mapping means the same as None. See ``kinetrace._export.graphs``.
         graph_lanes: ``"none"`` (graphed events stay on their stream; a lane an annotation
             names is reported as ``args["annotated_stream"]``) or ``"all"`` (graphed events
             move to the lane their annotation names, else to ``default_stream``; needs
@@ -176,7 +180,7 @@ def export_chrome_trace(
             activities, two from there, three at 300k), at most one per two idle cores
             (one process on a 2-core machine) and 16, within
             64 MiB + 64 bytes an activity for the whole export (see
-            ``kinetrace._workers.default_workers``); one process for look-alike activities
+            ``kinetrace._export.workers.default_workers``); one process for look-alike activities
             whose accessors are Python code. 1 disables forking. A worker reads torch's
             activities without copying them and costs ~6-9 MiB. Where ``os.fork`` is
             missing, an explicit value above 1 warns and one process is used.
@@ -185,18 +189,18 @@ def export_chrome_trace(
         background: return at once (in milliseconds, whatever the trace size) and let a
             forked process read the activities and write the file while the caller goes
             on; the file is byte-identical to a foreground export's. Exports run one at a
-            time; a call finding :data:`kinetrace._background.MAX_WAITING` exports waiting
+            time; a call finding :data:`kinetrace._export.background.MAX_WAITING` exports waiting
             waits for room. Argument errors are raised by the call; everything else (a
             missing or unwritable directory, a full disk, an accessor that raises) by the
             handle's ``result()``, by :func:`wait`, or by the next export. See
-            ``kinetrace._background`` for the design, memory bound and Ctrl-C handling.
+            ``kinetrace._export.background`` for the design, memory bound and Ctrl-C handling.
             Where ``os.fork`` is missing the call returns once the fields are extracted and
             Rust threads format, compress and write the file.
         keep: a :class:`kinetrace.Keep` (or a dict of its fields): write only the events
             it selects, each byte-identical to the unfiltered export's, flows only when
             both ends are kept, process/thread metadata only for what remains. The full
             trace is written to a private temporary file beside ``path`` first (see
-            ``kinetrace._split``). Not with ``background=True`` (a ``ValueError``, here and
+            ``kinetrace._tools.split``). Not with ``background=True`` (a ``ValueError``, here and
             from :func:`kinetrace.tensorboard_trace_handler`).
         split_mb: write the trace as parts of at most this many MB of JSON, each a
             contiguous time window and a complete trace, named after ``path``
@@ -227,25 +231,25 @@ def export_chrome_trace(
             where it is seen when that call returns.
     """
     started = time.perf_counter()
-    options = ExportOptions.build(
-        metadata=metadata,
-        annotations=annotations,
-        graph_lanes=graph_lanes,
-        default_stream=default_stream,
-        base_time_ns=base_time_ns,
-        compresslevel=compresslevel,
-        threads=threads,
-        background=background,
-        progress=progress,
-        workers=workers,
-        keep=keep,
-        split_mb=split_mb,
-    )
+    return export(source, path, ExportOptions.of_call(locals()), started)
+
+
+def export(
+    source: Any,
+    path: str | os.PathLike[str],
+    options: ExportOptions,
+    started: float | None = None,
+) -> Any:
+    """:func:`export_chrome_trace` with its parameters already checked (``options``): what
+    it and :func:`kinetrace.tensorboard_trace_handler`'s handler run. ``started``: the
+    ``time.perf_counter()`` the export's seconds count from (default: now)."""
+    if started is None:
+        started = time.perf_counter()
     trace_name = os.fsdecode(os.fspath(path))
     _raise_unreported_errors()
     result, source_metadata = resolve_source(source)
     if options.metadata is None and source_metadata is not None:
-        options = dataclasses.replace(options, metadata=dict(source_metadata))
+        options = options.but(metadata=dict(source_metadata))
     if options.keep is not None or options.split_mb is not None:
         return _export_cut(result, trace_name, options)
     if not hasattr(result, "trace_activities"):  # torch < 2.13: Kineto's own writer
@@ -262,71 +266,76 @@ def export_chrome_trace(
 
 @dataclasses.dataclass(frozen=True)
 class ExportOptions:
-    """The settings of one export, checked once (:meth:`build`) and shared by every path
-    an export can take and by :func:`kinetrace.tensorboard_trace_handler`, so that one
-    combination behaves the same wherever it is given. Fields as in
-    :func:`export_chrome_trace`; ``graphs`` is the prepared form of the CUDA-graph
-    arguments (None without annotations)."""
+    """The parameters of one export, defined once: each field is the keyword of
+    :func:`export_chrome_trace` of the same name, with the same default (its signature
+    spells them out for readers and type checkers; ``tests/test_errors.py`` checks that the
+    two agree). Made from the caller's values, checked and normalised once (the errors
+    :func:`export_chrome_trace` documents, before anything is read or written), and shared
+    by every path an export can take and by :func:`kinetrace.tensorboard_trace_handler`, so
+    that one combination behaves the same wherever it is given.
 
-    metadata: Mapping[str, Any] | None
-    graphs: _graphs.Graphs | None
-    base_time_ns: int | None
-    compresslevel: int | None
-    threads: int | None
-    background: bool
-    progress: bool
-    workers: int | None
-    keep: Keep | None
-    split_mb: float | None
+    Raises:
+        TypeError, ValueError: an argument of the wrong type or out of range.
+    """
 
-    @staticmethod
-    def build(
-        *,
-        metadata: Mapping[str, Any] | None = None,
-        annotations: Mapping[int, Any] | None = None,
-        graph_lanes: str = "none",
-        default_stream: int = 7,
-        base_time_ns: int | None = None,
-        compresslevel: int | None = None,
-        threads: int | None = None,
-        background: bool = False,
-        progress: bool = False,
-        workers: int | None = None,
-        keep: Any = None,
-        split_mb: float | None = None,
-    ) -> ExportOptions:
-        """Checks every argument (the errors :func:`export_chrome_trace` documents) before
-        anything is read or written.
+    metadata: Mapping[str, Any] | None = None
+    annotations: Mapping[int, Any] | None = None
+    graph_lanes: str = "none"
+    default_stream: int = 7
+    base_time_ns: int | None = None
+    compresslevel: int | None = None
+    threads: int | None = None
+    background: bool = False
+    progress: bool = False
+    workers: int | None = None
+    keep: Keep | None = None
+    split_mb: float | None = None
+    #: The CUDA-graph arguments prepared for the writer (None without annotations): made
+    #: from ``annotations``, ``graph_lanes`` and ``default_stream``, not given.
+    graphs: _graphs.Graphs | None = dataclasses.field(
+        init=False, default=None, repr=False, compare=False
+    )
 
-        Raises:
-            TypeError, ValueError: an argument of the wrong type or out of range.
-        """
-        if compresslevel is not None:  # checked even for plain JSON, so a typo never passes
-            require_in_range("compresslevel", compresslevel, 0, 9)
-        if threads is not None:
-            require_in_range("threads", threads, 1, 256)
-        if workers is not None:
-            require_in_range("workers", workers, 1, 256)
-        if base_time_ns is not None and (
-            isinstance(base_time_ns, bool) or not isinstance(base_time_ns, int)
-        ):
-            raise TypeError(f"base_time_ns must be an int, not {type(base_time_ns).__name__}")
-        if (keep is not None or split_mb is not None) and background:
+    def __post_init__(self) -> None:
+        if self.compresslevel is not None:  # checked even for plain JSON: a typo never passes
+            require_in_range("compresslevel", self.compresslevel, 0, 9)
+        if self.threads is not None:
+            require_in_range("threads", self.threads, 1, 256)
+        if self.workers is not None:
+            require_in_range("workers", self.workers, 1, 256)
+        base = self.base_time_ns
+        if base is not None and (isinstance(base, bool) or not isinstance(base, int)):
+            raise TypeError(f"base_time_ns must be an int, not {type(base).__name__}")
+        if (self.keep is not None or self.split_mb is not None) and self.background:
             raise ValueError("keep= and split_mb= do not work with background=True")
-        from kinetrace import _split
+        from kinetrace._tools import split as _split
 
-        return ExportOptions(
-            metadata=None if metadata is None else dict(metadata),
-            graphs=_graphs.prepare(annotations, graph_lanes, default_stream),
-            base_time_ns=base_time_ns,
-            compresslevel=compresslevel,
-            threads=threads,
-            background=bool(background),
-            progress=bool(progress),
-            workers=workers,
-            keep=_split.as_keep(keep),
-            split_mb=None if split_mb is None else _split.check_part_size(split_mb),
-        )
+        normalised = {
+            "metadata": None if self.metadata is None else dict(self.metadata),
+            "background": bool(self.background),
+            "progress": bool(self.progress),
+            "keep": _split.as_keep(self.keep),
+            "split_mb": None if self.split_mb is None else _split.check_part_size(self.split_mb),
+            "graphs": _graphs.prepare(self.annotations, self.graph_lanes, self.default_stream),
+        }
+        for name, value in normalised.items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def of_call(cls, arguments: Mapping[str, Any]) -> ExportOptions:
+        """The options of one call of :func:`export_chrome_trace`, from its ``locals()``."""
+        return cls(**{field.name: arguments[field.name] for field in parameters()})
+
+    def but(self, **changes: Any) -> ExportOptions:
+        """A copy with ``changes`` to fields that need no check (``metadata``, ``keep``,
+        ``split_mb`` or ``background``, to values this class made or None/False), without
+        checking and preparing the rest again: the annotations are rendered once."""
+        if not changes.keys() <= {"metadata", "keep", "split_mb", "background"}:
+            raise TypeError(f"ExportOptions.but() changes no {sorted(changes)}")
+        changed = copy.copy(self)
+        for name, value in changes.items():
+            object.__setattr__(changed, name, value)
+        return changed
 
     def gzip_level(self, trace_name: str) -> int | None:
         """The gzip level for ``trace_name`` (None: plain JSON)."""
@@ -338,6 +347,12 @@ class ExportOptions:
         return available_cpus() if self.threads is None else self.threads
 
 
+def parameters() -> tuple[dataclasses.Field[Any], ...]:
+    """The export's parameters (after ``source`` and ``path``), in the order of
+    :func:`export_chrome_trace`'s signature."""
+    return tuple(field for field in dataclasses.fields(ExportOptions) if field.init)
+
+
 # --------------------------------------------------------------------------------------
 # the paths of an export
 # --------------------------------------------------------------------------------------
@@ -345,9 +360,9 @@ class ExportOptions:
 
 def _export_cut(result: Any, trace_name: str, options: ExportOptions) -> Any:
     """``keep=`` / ``split_mb=``: the full trace to a private temporary file, then cut."""
-    from kinetrace import _split
+    from kinetrace._tools import split as _split
 
-    full = dataclasses.replace(options, keep=None, split_mb=None)
+    full = options.but(keep=None, split_mb=None)
 
     def export_full(tmp: str) -> Any:
         if not hasattr(result, "trace_activities"):
@@ -367,8 +382,8 @@ def _export_cut(result: Any, trace_name: str, options: ExportOptions) -> Any:
 def _export_fallback(
     result: Any, trace_name: str, options: ExportOptions, started: float
 ) -> ExportStats | ExportHandle:
-    """torch < 2.13: Kineto's own writer, streamed into place (``kinetrace._fallback``)."""
-    from kinetrace import _fallback
+    """torch < 2.13: Kineto's own writer, streamed into place (``kinetrace._export.fallback``)."""
+    from kinetrace._export import fallback as _fallback
 
     return _fallback.export_chrome_trace(
         result,
@@ -388,7 +403,7 @@ def _export_fallback(
 
 
 def _background_available() -> bool:
-    from kinetrace import _background
+    from kinetrace._export import background as _background
 
     return _background.available()
 
@@ -397,10 +412,10 @@ def _export_background(
     result: Any, trace_name: str, options: ExportOptions, started: float
 ) -> ExportHandle:
     """``background=True`` where ``os.fork`` exists: a queued job whose forked child runs
-    :func:`export_here` (``kinetrace._background``)."""
-    from kinetrace import _background
+    :func:`export_here` (``kinetrace._export.background``)."""
+    from kinetrace._export import background as _background
 
-    foreground = dataclasses.replace(options, background=False)
+    foreground = options.but(background=False)
     job = _background.submit(
         lambda res, path: export_here(res, path, foreground, time.perf_counter()),
         result,
@@ -434,7 +449,7 @@ def export_here(result: Any, trace_name: str, options: ExportOptions, started: f
         bar = ProgressBar(len(activities), trace_name, exporter) if options.progress else None
         try:
             if n_workers > 1:
-                from kinetrace import _workers
+                from kinetrace._export import workers as _workers
 
                 worker_outputs = _workers.export_forked(
                     exporter,
@@ -477,7 +492,7 @@ def export_here(result: Any, trace_name: str, options: ExportOptions, started: f
         raise
     finally:
         if worker_outputs and not handed_over:
-            from kinetrace import _workers
+            from kinetrace._export import workers as _workers
 
             _workers.remove_outputs(worker_outputs)
     return ExportStats(
@@ -490,7 +505,7 @@ def export_here(result: Any, trace_name: str, options: ExportOptions, started: f
 
 
 def _resolve_workers(workers: int | None, activities: int, direct: bool) -> int:
-    from kinetrace import _workers
+    from kinetrace._export import workers as _workers
 
     if workers is None:
         return _workers.default_workers(activities, direct)

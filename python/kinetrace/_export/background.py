@@ -22,7 +22,7 @@ Protocol. The runner thread (SIGINT blocked, so Ctrl-C always reaches the main t
 
 1. reads the profiling process's identity (pid, CUDA device properties and versions) --
    here, so the child writes the parent's pid as the CPU process and never touches CUDA;
-2. forks (``kinetrace._workers``'s fork: warnings about forking with threads silenced, as
+2. forks (``kinetrace._export.workers``'s fork: warnings about forking with threads silenced, as
    the child takes none of the other threads' locks). The child moves to its own process
    group (a terminal Ctrl-C, sent to the foreground group, does not reach it or its own
    workers), ignores SIGINT, disables the garbage collector (no finalizer of an inherited
@@ -50,10 +50,10 @@ process -- plus the pages the parent writes while the child runs (copy on write)
 never exceed the parent's resident size at the fork.
 
 Fork. A process that forks while jobs are pending (the caller's own ``os.fork``, not this
-module's) gives the child no runner thread and, through ``kinetrace._handles``, none of the
+module's) gives the child no runner thread and, through ``kinetrace._export.handles``, none of the
 pending handles: the jobs belong to the parent's runner and child processes.
 
-Exit and interrupts. Handles live in ``kinetrace._handles``'s pending list like the other
+Exit and interrupts. Handles live in ``kinetrace._export.handles``'s pending list like the other
 background exports: ``result()``, :func:`kinetrace.wait` and the next export report their
 errors, and interpreter exit waits for them. Ctrl-C while waiting (the second Ctrl-C of a
 program that was stopped by the first and now waits at exit) kills the child's process group
@@ -75,7 +75,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from kinetrace import _extract, _kinetrace, _workers
+from kinetrace import _kinetrace
+from kinetrace._export import extract as _extract
+from kinetrace._export import workers as _workers
 
 __all__ = ["MAX_WAITING", "NICE", "available", "prestart", "submit"]
 

@@ -108,7 +108,7 @@ class HostIdentity:
         return HostIdentity(trace_pid(), device_properties_json(), cuda_versions())
 
 
-# Set in a forked background export (kinetrace._background): the identity of the process
+# Set in a forked background export (kinetrace._export.background): the identity of the process
 # that profiled, read there before the fork, so the child neither writes its own pid nor
 # touches CUDA.
 _host_override: HostIdentity | None = None
@@ -195,7 +195,7 @@ def first_pass(
     """Device, resource, timestamp and duration of every activity in ``span``, kept in Rust.
 
     With :func:`second_pass`, the one copy of the batch protocol: used by the in-process
-    export (:func:`extract_here`), each forked worker (``kinetrace._workers``), the demo's
+    export (:func:`extract_here`), each forked worker (``kinetrace._export.workers``), the demo's
     accessor floor (``kinetrace._bench``, into a ``_kinetrace._Discard`` that keeps nothing)
     and the tests' writer-panic driver. ``exporter`` is the native ``_Exporter`` or anything
     with its ``read_first_pass`` / ``read_batch``. The reading itself is Rust's

@@ -57,7 +57,7 @@ from typing import Any
 
 from kinetrace import _kinetrace
 from kinetrace._env import _torch_version
-from kinetrace._handles import ExportHandle, ExportStats
+from kinetrace._export.handles import ExportHandle, ExportStats
 
 __all__ = ["FallbackWarning", "export_chrome_trace", "export_via_kineto"]
 

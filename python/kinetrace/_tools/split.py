@@ -13,7 +13,7 @@ ways to make a trace they open:
 Both stream the file through Rust with the GIL released (``.json`` or gzip of any number
 of members), copy every kept event's text unchanged, keep a flow only when all its ends
 are kept (in the same part), and write the process/thread metadata events only for the
-processes and threads that remain. See ``src/split.rs`` for the rules and the memory bound.
+processes and threads that remain. See ``src/tools/split.rs`` for the rules and the memory bound.
 
 ``kinetrace.export_chrome_trace(..., keep=..., split_mb=...)`` and
 ``tensorboard_trace_handler(..., keep=..., split_mb=...)`` apply the same rules to an

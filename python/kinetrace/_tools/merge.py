@@ -14,7 +14,7 @@ in Rust with the GIL released, several at once, and writes one trace in which:
 - the ``kinetrace_merge`` key holds, per rank, its source, rank, offsets, pid map and every
   top-level key of the source (``deviceProperties``, ``distributedInfo``, ...).
 
-See ``src/merge.rs`` for the rules, the passes and the memory bound.
+See ``src/tools/merge.rs`` for the rules, the passes and the memory bound.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 from kinetrace import _kinetrace
 from kinetrace._env import available_cpus
-from kinetrace._split import Keep, Part, _gzip_settings, _max_bytes
+from kinetrace._tools.split import Keep, Part, _gzip_settings, _max_bytes
 
 __all__ = [
     "MergeResult",

@@ -1,7 +1,7 @@
 """:func:`check_trace` (``kinetrace check``): what viewers will do with a trace file.
 
 The file (``.json``, or gzip with any number of members) is streamed through Rust with the
-GIL released (``src/check.rs``) and reported at three levels:
+GIL released (``src/tools/check.rs``) and reported at three levels:
 
 - **errors**: a viewer cannot load the file. Not strict JSON (RFC 8259: no NaN/Infinity,
   trailing commas, bad escapes, invalid UTF-8 or raw control characters), a text that ends
@@ -10,7 +10,7 @@ GIL released (``src/check.rs``) and reported at three levels:
 - **warnings**: it loads, but a viewer drops or misplaces something. Flow ends without
   their other end (no arrow); ``X`` events Perfetto drops for overlapping another slice of
   their thread without nesting (Perfetto's import stat
-  ``slice_drop_overlapping_complete_event``; the rule is in ``src/overlap.rs``), counted per
+  ``slice_drop_overlapping_complete_event``; the rule is in ``src/tools/overlap.rs``), counted per
   thread; ``X`` events with a negative or no ``dur``, events without ``ts`` (Perfetto drops
   them); events without a string ``ph``; numbers in ``ts``/``dur``/``pid``/``tid``/``id``
   beyond 2^53 (read rounded by every JSON viewer); metadata events naming one process or

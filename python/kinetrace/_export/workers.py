@@ -47,7 +47,7 @@ from typing import Any, NoReturn
 
 from kinetrace import _kinetrace
 from kinetrace._env import available_cpus
-from kinetrace._extract import Getters, first_pass, second_pass, trace_pid
+from kinetrace._export.extract import Getters, first_pass, second_pass, trace_pid
 
 __all__ = [
     "FORK_COST_ACTIVITIES",
@@ -285,10 +285,21 @@ class _Worker:
                 os.kill(self.pid, signal.SIGKILL)
 
     def reap(self) -> int | None:
+        """Waits for the worker's end. A Ctrl-C during the wait (a second one, while an
+        export that failed kills its workers) does not leave it a zombie: the wait goes on
+        and the interrupt is raised once the worker is reaped."""
         if self.reaped:
             return None
-        _, status = os.waitpid(self.pid, 0)
+        interrupted: KeyboardInterrupt | None = None
+        while True:
+            try:
+                _, status = os.waitpid(self.pid, 0)
+                break
+            except KeyboardInterrupt as exc:
+                interrupted = interrupted or exc
         self.reaped = True
+        if interrupted is not None:
+            raise interrupted
         return status
 
     def close_pipes(self) -> None:
@@ -493,8 +504,10 @@ def export_forked(
     except BaseException:
         for worker in started:
             worker.kill()
+        # Every worker is reaped even when another Ctrl-C comes meanwhile (reap raises it
+        # after its wait): the one already propagating is the one the caller sees.
         for worker in started:
-            with contextlib.suppress(ChildProcessError):
+            with contextlib.suppress(ChildProcessError, KeyboardInterrupt):
                 worker.reap()
         remove_outputs(outputs)
         raise

@@ -36,7 +36,7 @@ class ExportStats:
 
 
 class ExportHandle:
-    """A background export: a forked process (``kinetrace._background``) reads the
+    """A background export: a forked process (``kinetrace._export.background``) reads the
     activities and writes the file; without ``os.fork``, Rust threads finish writing fields
     already extracted.
 
@@ -130,7 +130,7 @@ class ExportHandle:
     def _release(self) -> None:
         self._exporter = None
         if self._worker_outputs:
-            from kinetrace import _workers
+            from kinetrace._export import workers as _workers
 
             _workers.remove_outputs(self._worker_outputs)
 

@@ -1,7 +1,7 @@
 """:func:`repair_trace` (``kinetrace repair``): the best loadable trace a damaged file holds.
 
 The source (``.json``, or gzip with any number of members) is streamed through Rust with the
-GIL released (``src/repair.rs``, the tolerant reader in ``src/tolerant.rs``) and never
+GIL released (``src/tools/repair.rs``, the tolerant reader in ``src/json/tolerant.rs``) and never
 modified; the destination appears atomically, or not at all. What is changed, each counted
 with its first places (:class:`Change`):
 
@@ -34,9 +34,9 @@ import time
 from typing import Any
 
 from kinetrace import _kinetrace
-from kinetrace._check import DEFAULT_EXAMPLES, Example
 from kinetrace._env import gzip_settings
 from kinetrace._text import size
+from kinetrace._tools.check import DEFAULT_EXAMPLES, Example
 
 __all__ = ["Change", "RepairReport", "repair_trace"]
 

@@ -6,7 +6,7 @@ the name (:func:`is_gzip`), and it is checked on the way with the strict reader 
 and ``filter`` use: what is not a trace (truncated, NaN, a byte-order mark, invalid UTF-8,
 empty, a second document, a top-level member or event over 64 MiB) raises
 :class:`~kinetrace.TraceFormatError` at the offset of its first fault and leaves nothing.
-Checking a trace is :mod:`kinetrace._check`'s, repairing one :mod:`kinetrace._repair`'s.
+Checking a trace is :mod:`kinetrace._tools.check`'s, repairing one :mod:`kinetrace._tools.repair`'s.
 """
 
 from __future__ import annotations

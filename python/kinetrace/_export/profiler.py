@@ -31,7 +31,7 @@ import torch.profiler
 import torch.profiler.profiler as _torch_profiler
 from torch.profiler import ProfilerAction, ProfilerActivity
 
-from kinetrace import _export
+from kinetrace._export import export as _export
 
 __all__ = [
     "ProfilerAction",
@@ -491,10 +491,11 @@ def tensorboard_trace_handler(
         (:class:`~kinetrace.ExportStats`, or a handle with ``background=True``).
     """
 
-    # The settings export_chrome_trace would refuse are refused here, before any trace.
-    _export.ExportOptions.build(background=background, keep=keep, split_mb=split_mb)
+    # Checked here, once: the settings export_chrome_trace would refuse are refused before
+    # any trace, and every trace is exported with these same options.
+    options = _export.ExportOptions(background=background, keep=keep, split_mb=split_mb)
     if background:
-        from kinetrace import _background
+        from kinetrace._export import background as _background
 
         _background.prestart()
 
@@ -514,9 +515,7 @@ def tensorboard_trace_handler(
         path = os.path.join(dir_name, file_name)
         if getattr(prof, "_use_cuspy", False):
             return prof.export_chrome_trace(path, use_python_export=use_python_export)
-        return _export.export_chrome_trace(
-            prof, path, None, background=background, keep=keep, split_mb=split_mb
-        )
+        return _export.export(prof, path, options)
 
     return handler_fn
 
