@@ -1,0 +1,81 @@
+//! `summarize`: per-rank figures of trace files for Python (`kinetrace summary`), read with
+//! the GIL released and Ctrl-C answered between waits (see `crate::summary`).
+
+use std::path::PathBuf;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::interrupt::detached;
+use crate::tools::summary::events::Rules;
+use crate::tools::summary::report::RankSummary;
+use crate::tools::summary::{self};
+
+fn rank_dict<'py>(py: Python<'py>, r: &RankSummary) -> PyResult<Bound<'py, PyDict>> {
+    let f = &r.figures;
+    let d = PyDict::new(py);
+    d.set_item("rank", r.rank)?;
+    d.set_item("rank_from", r.rank_from)?;
+    d.set_item("source", r.source.as_os_str())?;
+    let t = &f.temporal;
+    d.set_item(
+        "temporal",
+        (t.idle_us, t.compute_us, t.non_compute_us, t.kernel_us),
+    )?;
+    d.set_item("kernel_types", f.kernel_types.clone())?;
+    let kernels = PyList::empty(py);
+    for k in &f.kernels {
+        kernels.append((
+            &k.name, k.kind, k.count, k.sum_us, k.mean_us, k.min_us, k.max_us,
+        ))?;
+    }
+    d.set_item("kernels", kernels)?;
+    d.set_item("overlap_pct", f.overlap_pct)?;
+    let idle: Vec<(String, (f64, f64, f64))> = f
+        .idle
+        .iter()
+        .map(|(s, i)| (s.clone(), (i.host_wait_us, i.kernel_wait_us, i.other_us)))
+        .collect();
+    d.set_item("idle", idle)?;
+    d.set_item("steps", r.steps.clone())?;
+    d.set_item("gpu_activities", f.gpu_activities)?;
+    d.set_item("events", r.events)?;
+    d.set_item("json_bytes", r.json_bytes)?;
+    d.set_item("warnings", r.warnings.clone())?;
+    Ok(d)
+}
+
+/// Summarises the traces at `paths` (one rank each) under `rules` (`"exact"` or `"hta"`),
+/// on up to `threads` threads: one dict per rank (the fields of `_RankFigures` in
+/// `_kinetrace.pyi`), in rank order.
+#[pyfunction]
+#[pyo3(signature = (paths, rules, threads))]
+fn summarize<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    rules: &str,
+    threads: usize,
+) -> PyResult<Bound<'py, PyList>> {
+    let rules = match rules {
+        "exact" => Rules::Exact,
+        "hta" => Rules::Hta,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "rules must be 'exact' or 'hta', not {other:?}"
+            )))
+        }
+    };
+    let ranks = detached(py, |interrupted| {
+        summary::summarize(&paths, rules, threads, &mut || interrupted())
+    })?;
+    let out = PyList::empty(py);
+    for r in &ranks {
+        out.append(rank_dict(py, r)?)?;
+    }
+    Ok(out)
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(summarize, m)?)
+}

@@ -1,0 +1,322 @@
+//! What `summary` keeps of each event, read in one streaming pass over a trace file by the
+//! crate's reader (`crate::events`): the fields each rule set needs, per event, and nothing
+//! of the event's text.
+//!
+//! Memory (see `docs/summary.md`): `exact` keeps one [`GpuRow`] (40 bytes) per GPU activity
+//! and one launch time per runtime event with a correlation (16 bytes), names once each;
+//! `hta` keeps one [`HtaRow`] (48 bytes) per event with a `dur` and a `cat` (HTA keeps a
+//! pandas row of every event), because its last-step filter and its runtime links are only
+//! known once the file has been read.
+
+use std::collections::HashMap;
+
+use crate::error::Result;
+use crate::json::decimal::Decimal;
+use crate::json::object::string_body;
+use crate::json::object::{member, Duplicates};
+use crate::read::events::{Event, Visitor, SLOT_TS};
+use crate::read::ranks::distributed_rank;
+
+/// `dur`'s slot in [`Event::values`].
+const SLOT_DUR: usize = 6;
+
+/// Categories of GPU activities (CUDA, ROCm, MTIA and the 2021 format).
+pub(crate) const GPU_CATS: [&str; 7] = [
+    "kernel",
+    "Kernel",
+    "gpu_memcpy",
+    "Memcpy",
+    "gpu_memset",
+    "Memset",
+    "mtia_ccp_events",
+];
+
+/// Categories of the CPU events that launch GPU activities.
+pub(crate) const RUNTIME_CATS: [&str; 4] =
+    ["cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"];
+
+/// What a GPU activity is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    Computation = 0,
+    Communication = 1,
+    Memory = 2,
+    /// Only under the `hta` rules: names with "Sync" or "Memcpy" inside.
+    Other = 3,
+}
+
+impl Kind {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kind::Computation => "COMPUTATION",
+            Kind::Communication => "COMMUNICATION",
+            Kind::Memory => "MEMORY",
+            Kind::Other => "OTHER",
+        }
+    }
+}
+
+/// `nccl...Kernel`: NCCL and RCCL collectives.
+pub(crate) fn is_communication(name: &[u8]) -> bool {
+    name.starts_with(b"nccl") && contains(&name[4..], b"Kernel")
+}
+
+pub(crate) fn is_memory_name(name: &[u8]) -> bool {
+    name.starts_with(b"Memcpy") || name.starts_with(b"Memset") || name.starts_with(b"dma")
+}
+
+pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// An integer argument as HTA's `int()` takes it: a number (a whole one) or a string of
+/// digits; anything else is -1.
+fn int_arg(value: Option<&[u8]>) -> i64 {
+    let Some(v) = value else { return -1 };
+    let text = string_body(v).unwrap_or(v);
+    if let Ok(s) = std::str::from_utf8(text) {
+        if let Ok(n) = s.trim().parse::<i64>() {
+            return n;
+        }
+        if let Ok(f) = s.trim().parse::<f64>() {
+            if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e18 {
+                return f as i64;
+            }
+        }
+    }
+    -1
+}
+
+/// `args.stream` and `args.correlation` of an event (-1 when missing).
+fn stream_and_correlation(raw: &[u8]) -> (i64, i64) {
+    match member(raw, b"args", Duplicates::Last) {
+        Some(args) if args.first() == Some(&b'{') => (
+            int_arg(member(args, b"stream", Duplicates::Last)),
+            int_arg(member(args, b"correlation", Duplicates::Last)),
+        ),
+        _ => (-1, -1),
+    }
+}
+
+/// A time in µs as written, in whole ns (digits beyond the ns are dropped).
+pub(crate) fn ns_of(text: Option<&[u8]>) -> Option<i64> {
+    let d = Decimal::parse(text?)?;
+    i64::try_from(d.floor_ns()?).ok()
+}
+
+/// One GPU activity under the `exact` rules.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GpuRow {
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) stream: i64,
+    pub(crate) correlation: i64,
+    pub(crate) name: u32,
+    pub(crate) kind: Kind,
+}
+
+/// One event with a `dur` and a `cat` under the `hta` rules (times in µs as HTA reads them).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HtaRow {
+    pub(crate) index: u64,
+    pub(crate) ts: f64,
+    pub(crate) dur: f64,
+    pub(crate) stream: i64,
+    pub(crate) correlation: i64,
+    pub(crate) name: u32,
+    /// The category is one of [`GPU_CATS`].
+    pub(crate) gpu_cat: bool,
+}
+
+/// Which facts a pass keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rules {
+    Exact,
+    Hta,
+}
+
+/// Names kept once each, numbered in the order they are met.
+#[derive(Default)]
+pub(crate) struct Names {
+    ids: HashMap<Vec<u8>, u32>,
+    pub(crate) names: Vec<Vec<u8>>,
+}
+
+impl Names {
+    pub(crate) fn id(&mut self, name: &[u8]) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.ids.insert(name.to_vec(), id);
+        self.names.push(name.to_vec());
+        id
+    }
+}
+
+/// Everything one pass over a file keeps.
+pub(crate) struct Collected {
+    pub(crate) rules: Rules,
+    pub(crate) names: Names,
+    pub(crate) gpu: Vec<GpuRow>,
+    /// `exact`: correlation -> start (ns) of its first launch.
+    pub(crate) launches: HashMap<i64, i64>,
+    /// `ProfilerStep#N` CPU slices in file order: (name, dur in ns).
+    pub(crate) steps: Vec<(String, i64)>,
+    pub(crate) hta_rows: Vec<HtaRow>,
+    /// `hta`: some event's `ts` is missing or not an integer (HTA then rounds times).
+    pub(crate) float_ts: bool,
+    /// `hta`: the first element of `traceEvents` (its index 0) has a row.
+    pub(crate) hta_step_names: Vec<String>,
+    /// `hta`: the rank of HTA's regex (`"rank":` then whitespace and digits), first match.
+    pub(crate) hta_rank: Option<i64>,
+    /// `distributedInfo.rank`, when an integer.
+    pub(crate) distributed_rank: Option<i64>,
+    pub(crate) events: u64,
+}
+
+impl Collected {
+    pub(crate) fn new(rules: Rules) -> Self {
+        Collected {
+            rules,
+            names: Names::default(),
+            gpu: Vec::new(),
+            launches: HashMap::new(),
+            steps: Vec::new(),
+            hta_rows: Vec::new(),
+            float_ts: false,
+            hta_step_names: Vec::new(),
+            hta_rank: None,
+            distributed_rank: None,
+            events: 0,
+        }
+    }
+
+    fn exact_event(&mut self, ev: &Event<'_>, cat: &str) {
+        let is_gpu = GPU_CATS.contains(&cat);
+        if is_gpu && ev.ph == b"X" {
+            let (Some(start), Some(dur)) = (
+                ns_of(ev.value_text(SLOT_TS)),
+                ns_of(ev.value_text(SLOT_DUR)),
+            ) else {
+                return;
+            };
+            let (stream, correlation) = stream_and_correlation(ev.raw);
+            let kind = if cat.contains("mem") || cat.contains("Mem") || is_memory_name(ev.name) {
+                Kind::Memory
+            } else if is_communication(ev.name) {
+                Kind::Communication
+            } else {
+                Kind::Computation
+            };
+            let name = self.names.id(ev.name);
+            self.gpu.push(GpuRow {
+                start,
+                end: start + dur,
+                stream,
+                correlation,
+                name,
+                kind,
+            });
+        } else if RUNTIME_CATS.contains(&cat) {
+            let (_, correlation) = stream_and_correlation(ev.raw);
+            if correlation != -1 {
+                if let Some(start) = ns_of(ev.value_text(SLOT_TS)) {
+                    self.launches.entry(correlation).or_insert(start);
+                }
+            }
+        }
+    }
+
+    fn hta_event(&mut self, ev: &Event<'_>) {
+        let ts_text = ev.value_text(SLOT_TS);
+        match ts_text {
+            Some(t) if t.iter().all(|b| b.is_ascii_digit() || *b == b'-') => {}
+            _ => self.float_ts = true,
+        }
+        if self.hta_rank.is_none() {
+            self.hta_rank = hta_rank_in(ev.raw);
+        }
+        for text in [Some(ev.name), ev.cat.map(str::as_bytes)]
+            .into_iter()
+            .flatten()
+        {
+            if contains(text, b"ProfilerStep") {
+                let s = String::from_utf8_lossy(text).into_owned();
+                if !self.hta_step_names.contains(&s) {
+                    self.hta_step_names.push(s);
+                }
+            }
+        }
+        let (Some(cat), Some(ts), Some(dur)) = (ev.cat, ev.ts, ev.dur) else {
+            return;
+        };
+        if cat == "Trace" {
+            return;
+        }
+        let (stream, correlation) = stream_and_correlation(ev.raw);
+        let name = self.names.id(ev.name);
+        self.hta_rows.push(HtaRow {
+            index: ev.index,
+            ts,
+            dur,
+            stream,
+            correlation,
+            name,
+            gpu_cat: GPU_CATS.contains(&cat),
+        });
+    }
+}
+
+/// HTA's rank regex on some text: `"rank":`, at least one whitespace, digits.
+pub(crate) fn hta_rank_in(text: &[u8]) -> Option<i64> {
+    let key = b"\"rank\":";
+    let mut from = 0;
+    while let Some(i) = text[from..].windows(key.len()).position(|w| w == key) {
+        let rest = &text[from + i + key.len()..];
+        let ws = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        let digits = rest[ws..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if ws > 0 && digits > 0 {
+            return std::str::from_utf8(&rest[ws..ws + digits])
+                .ok()?
+                .parse()
+                .ok();
+        }
+        from += i + key.len();
+    }
+    None
+}
+
+impl Visitor for Collected {
+    fn header(&mut self, key: &[u8], raw: &[u8], _after_events: bool) -> Result<()> {
+        if self.rules == Rules::Hta && self.hta_rank.is_none() {
+            self.hta_rank = hta_rank_in(raw);
+        }
+        if key == b"distributedInfo" {
+            self.distributed_rank = distributed_rank(raw);
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+        self.events += 1;
+        if ev.ph == b"X"
+            && ev.name.starts_with(b"ProfilerStep#")
+            && ev.cat != Some("gpu_user_annotation")
+        {
+            if let Some(dur) = ns_of(ev.value_text(SLOT_DUR)) {
+                self.steps
+                    .push((String::from_utf8_lossy(ev.name).into_owned(), dur));
+            }
+        }
+        match self.rules {
+            Rules::Exact => {
+                if let Some(cat) = ev.cat {
+                    self.exact_event(ev, cat);
+                }
+            }
+            Rules::Hta => self.hta_event(ev),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,332 @@
+//! `summary`: where the GPU time of each rank went (`kinetrace summary`), under two rule
+//! sets: `exact` (`exact.rs`, the default) and HolisticTraceAnalysis 0.5.0's (`hta.rs`).
+//!
+//! Each file is read once, streaming, by the crate's reader (`crate::events`), into what
+//! `events.rs` keeps of it; files are read on worker threads, one file each at a time (a
+//! single plain `.json` is itself read in parallel chunks). The calling thread waits in
+//! short polls, so Ctrl-C is answered within [`POLL`]. Ranks are found as `merge` finds
+//! them (`distributedInfo.rank`, a number in the file name, the order), and two files
+//! claiming one rank are refused as `merge` refuses them; under `hta` as HTA finds them
+//! (its regex, else 0; a later file replaces an earlier one of the same rank, warned).
+
+pub(crate) mod events;
+pub(crate) mod exact;
+pub(crate) mod hta;
+pub(crate) mod intervals;
+pub(crate) mod report;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+
+use crate::error::{Error, Result};
+use crate::output::interrupt::POLL;
+use crate::read::events::{scan_trace, ReadOptions};
+use crate::read::ranks::rank_in_name;
+
+use self::events::{Collected, Rules};
+use self::report::RankSummary;
+
+/// One file read: what was kept, the JSON bytes read, and a warning if it stopped early.
+struct Read {
+    collected: Collected,
+    json_bytes: u64,
+    warning: Option<String>,
+}
+
+/// Reads one file; a trace damaged after some events is kept as far as it reads, with a
+/// warning naming the file and the offset; one with no event read is refused.
+fn read_one(path: &Path, rules: Rules, options: ReadOptions, stop: &AtomicBool) -> Result<Read> {
+    let mut collected = Collected::new(rules);
+    let mut progress = |_| {
+        if stop.load(Ordering::Relaxed) {
+            Err(Error::Interrupted)
+        } else {
+            Ok(())
+        }
+    };
+    let end = scan_trace(path, &mut collected, &mut progress, options)?;
+    let warning = match end.invalid {
+        None => None,
+        Some(invalid) if collected.events == 0 => return Err(Error::trace_format(path, invalid)),
+        Some(invalid) => Some(format!(
+            "{}: {invalid}; summarised up to there ({} events)",
+            path.display(),
+            collected.events
+        )),
+    };
+    Ok(Read {
+        collected,
+        json_bytes: end.json_bytes,
+        warning,
+    })
+}
+
+/// Reads every file on up to `threads` threads, in the order given; `progress` is called
+/// on the calling thread between waits (its error stops the readers).
+fn read_all(
+    paths: &[PathBuf],
+    rules: Rules,
+    threads: usize,
+    progress: &mut dyn FnMut() -> Result<()>,
+) -> Result<Vec<Read>> {
+    let workers = threads.clamp(1, paths.len().max(1));
+    let options = if paths.len() == 1 {
+        ReadOptions::default()
+    } else {
+        ReadOptions {
+            threads: 1,
+            ..ReadOptions::default()
+        }
+    };
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel::<(usize, Result<Read>)>();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (next, stop) = (&next, &stop);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= paths.len() || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let read = read_one(&paths[i], rules, options, stop);
+                if tx.send((i, read)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut reads: Vec<Option<Read>> = (0..paths.len()).map(|_| None).collect();
+        let mut failure = None;
+        loop {
+            match rx.recv_timeout(POLL) {
+                Ok((i, Ok(read))) => reads[i] = Some(read),
+                Ok((_, Err(e))) => {
+                    stop.store(true, Ordering::Relaxed);
+                    failure.get_or_insert(e);
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(e) = progress() {
+                        stop.store(true, Ordering::Relaxed);
+                        failure.get_or_insert(e);
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(reads
+                .into_iter()
+                .map(|r| r.expect("every file read"))
+                .collect()),
+        }
+    })
+}
+
+/// A file's rank and where it came from.
+type RankFrom = (i64, &'static str);
+
+/// Ranks as `merge` gives them: `distributedInfo.rank`, else a number in the file name,
+/// else the position; refused when two files claim one rank.
+fn merge_ranks(paths: &[PathBuf], reads: &[Read]) -> Result<Vec<RankFrom>> {
+    let mut ranks: Vec<RankFrom> = Vec::with_capacity(reads.len());
+    for (i, read) in reads.iter().enumerate() {
+        let name = paths[i]
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (rank, from) = match (read.collected.distributed_rank, rank_in_name(&name)) {
+            (Some(r), _) => (r, "distributedInfo"),
+            (None, Some(r)) => (r, "file name"),
+            (None, None) => (i as i64, "order"),
+        };
+        if let Some(j) = ranks.iter().position(|&(r, _)| r == rank) {
+            return Err(Error::InvalidArgument(format!(
+                "{} ({}) and {} ({from}) are both rank {rank}: summarise them separately",
+                paths[j].display(),
+                ranks[j].1,
+                paths[i].display(),
+            )));
+        }
+        ranks.push((rank, from));
+    }
+    Ok(ranks)
+}
+
+/// Summarises the traces at `paths` (one rank each) under `rules`, reading on up to
+/// `threads` threads. Ranks come back in rank order.
+pub(crate) fn summarize(
+    paths: &[PathBuf],
+    rules: Rules,
+    threads: usize,
+    progress: &mut dyn FnMut() -> Result<()>,
+) -> Result<Vec<RankSummary>> {
+    let reads = read_all(paths, rules, threads, progress)?;
+    let mut out: Vec<RankSummary> = Vec::with_capacity(reads.len());
+    let (ranks, replaced) = match rules {
+        Rules::Exact => (merge_ranks(paths, &reads)?, Vec::new()),
+        Rules::Hta => hta_ranks(paths, &reads),
+    };
+    // HTA's filter decision is over every name of the whole set.
+    let mut step_names: Vec<&String> = reads
+        .iter()
+        .flat_map(|r| &r.collected.hta_step_names)
+        .collect();
+    step_names.sort();
+    step_names.dedup();
+    let filter = step_names.len() >= 2;
+    let round = std::env::var("HTA_DISABLE_NS_ROUNDING").as_deref() != Ok("1");
+    for (i, read) in reads.into_iter().enumerate() {
+        let (rank, rank_from) = ranks[i];
+        if rank_from == REPLACED {
+            continue;
+        }
+        let c = &read.collected;
+        let figures = match rules {
+            Rules::Exact => exact::figures(c),
+            Rules::Hta => hta::figures(c, filter, round && c.float_ts),
+        };
+        let mut warnings: Vec<String> = read.warning.into_iter().collect();
+        warnings.extend(
+            replaced
+                .iter()
+                .filter(|(r, _)| *r == rank)
+                .map(|(_, w)| w.clone()),
+        );
+        out.push(RankSummary {
+            source: paths[i].clone(),
+            rank,
+            rank_from,
+            figures,
+            steps: c
+                .steps
+                .iter()
+                .map(|(n, d)| (n.clone(), report::us(*d)))
+                .collect(),
+            events: c.events,
+            json_bytes: read.json_bytes,
+            warnings,
+        });
+    }
+    out.sort_by_key(|o| o.rank);
+    Ok(out)
+}
+
+/// Where the rank of a file HTA drops came from: [`summarize`] skips it.
+const REPLACED: &str = "replaced";
+
+/// Ranks as HTA 0.5.0 gives them: its regex, else 0. A file later in the list wins a rank;
+/// the earlier ones are marked [`REPLACED`], and a warning (rank, text) says so.
+fn hta_ranks(paths: &[PathBuf], reads: &[Read]) -> (Vec<RankFrom>, Vec<(i64, String)>) {
+    let ranks: Vec<RankFrom> = reads
+        .iter()
+        .map(|r| match r.collected.hta_rank {
+            Some(rank) => (rank, "HTA's rank regex"),
+            None => (0, "HTA's default"),
+        })
+        .collect();
+    let mut warnings = Vec::new();
+    for (i, &(rank, _)) in ranks.iter().enumerate() {
+        if let Some(j) = (i + 1..ranks.len()).find(|&j| ranks[j].0 == rank) {
+            warnings.push((
+                rank,
+                format!(
+                    "{} and {} have the same rank {rank}: {} is used (as HTA does)",
+                    paths[i].display(),
+                    paths[j].display(),
+                    paths[j].display()
+                ),
+            ));
+        }
+    }
+    let mut out = ranks.clone();
+    for i in 0..ranks.len() {
+        if (i + 1..ranks.len()).any(|j| ranks[j].0 == ranks[i].0) {
+            out[i].1 = REPLACED;
+        }
+    }
+    (out, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_progress() -> impl FnMut() -> Result<()> {
+        || Ok(())
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Two kernels on stream 7 (the second launched after the first ends), a memcpy that
+    /// overlaps the second, and a step; times with decimals HTA would round.
+    const TRACE: &str = r#"{"distributedInfo": {"rank": 2}, "traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 0.5, "dur": 100.25},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"correlation": 1}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 50, "dur": 1, "args": {"correlation": 2}},
+ {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10.5, "dur": 20.25, "args": {"stream": 7, "correlation": 1}},
+ {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 60.125, "dur": 0.5, "args": {"stream": 7, "correlation": 2}},
+ {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 8, "ts": 60.375, "dur": 1, "args": {"stream": 8, "correlation": 3}}
+]}"#;
+
+    #[test]
+    fn exact_figures_are_the_traces_own_times() {
+        let scratch = crate::testing::scratch("summary");
+        let dir: &Path = &scratch;
+        let path = write(dir, "t.json", TRACE);
+        let out = summarize(&[path], Rules::Exact, 2, &mut no_progress()).unwrap();
+        let r = &out[0];
+        assert_eq!((r.rank, r.rank_from), (2, "distributedInfo"));
+        let t = r.figures.temporal;
+        // span 10.5 .. 61.375; busy 20.25 + (60.125 .. 61.375) = 21.5; compute 20.75.
+        assert_eq!(
+            (t.kernel_us, t.idle_us, t.compute_us, t.non_compute_us),
+            (50.875, 29.375, 20.75, 0.75)
+        );
+        assert_eq!(
+            r.figures.kernel_types,
+            vec![
+                ("COMPUTATION".to_string(), 20.5),
+                ("MEMORY".to_string(), 0.75),
+                ("COMPUTATION overlapping MEMORY".to_string(), 0.25)
+            ]
+        );
+        let gemm = &r.figures.kernels[0];
+        assert_eq!((gemm.count, gemm.sum_us, gemm.mean_us), (2, 20.75, 10.375));
+        // The second gemm was launched (50) after the first ended (30.75): host wait.
+        assert_eq!(r.figures.idle[0].1.host_wait_us, 29.375);
+        assert_eq!(r.steps, vec![("ProfilerStep#4".to_string(), 100.25)]);
+    }
+
+    #[test]
+    fn hta_rounds_and_files_of_one_rank_are_refused_or_replaced() {
+        let scratch = crate::testing::scratch("summary-hta");
+        let dir: &Path = &scratch;
+        let a = write(dir, "a.json", TRACE);
+        let b = write(dir, "b.json", TRACE);
+        let out = summarize(std::slice::from_ref(&a), Rules::Hta, 1, &mut no_progress()).unwrap();
+        // ceil(10.5) = 11, floor(30.75) = 30: 19 µs; ceil(60.125) = 61, floor(60.625) = 60:
+        // the short gemm lasts -1 µs under HTA.
+        let gemm = &out[0]
+            .figures
+            .kernels
+            .iter()
+            .find(|k| k.name == "gemm")
+            .unwrap();
+        assert_eq!((gemm.min_us, gemm.max_us, gemm.sum_us), (-1.0, 19.0, 18.0));
+        let both = [a, b];
+        let err = summarize(&both, Rules::Exact, 2, &mut no_progress()).unwrap_err();
+        assert!(err.to_string().contains("are both rank 2"), "{err}");
+        let out = summarize(&both, Rules::Hta, 2, &mut no_progress()).unwrap();
+        assert_eq!(out.len(), 1);
+        assert!(out[0].source.ends_with("b.json"));
+        assert!(out[0].warnings[0].contains("have the same rank 2"));
+    }
+}

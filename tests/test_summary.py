@@ -1,0 +1,413 @@
+"""``kinetrace summary`` / ``kinetrace.summarize`` under the ``exact`` rules: every figure
+checked against an independent plain-Python reading of the raw JSON (``Decimal`` times, no
+float anywhere), on every real trace of ``../shared/traces``; ranks, damaged traces, the
+command line and its JSON contract, and the HTML page in headless Chromium. (The ``hta``
+rules are checked against HTA itself in ``test_summary_hta.py``.)"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import warnings
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kinetrace
+from support import catapult
+from support.cli import run
+from support.real import REAL_DIR, REAL_TRACES, require_real
+
+GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events"}
+MEMORY_CATS = {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"}
+
+#: Traces read by the plain-Python reference at most this big by default (larger: slow).
+REFERENCE_MAX = 1_700_000
+
+
+def load(path: Path) -> dict[str, Any]:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    data: dict[str, Any] = json.loads(raw, parse_float=Decimal, parse_int=Decimal)
+    return data
+
+
+def ns(value: Decimal) -> int:
+    return int(value * 1000)
+
+
+def union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def length(spans: list[tuple[int, int]]) -> int:
+    return sum(e - s for s, e in spans)
+
+
+def kind(cat: str, name: str) -> str:
+    if cat in MEMORY_CATS or name.startswith(("Memcpy", "Memset", "dma")):
+        return "MEMORY"
+    if name.startswith("nccl") and "Kernel" in name[4:]:
+        return "COMMUNICATION"
+    return "COMPUTATION"
+
+
+def reference(path: Path) -> dict[str, Any]:
+    """The exact rules read independently: per-name totals, unions, types, idle, steps."""
+    events = load(path)["traceEvents"]
+    acts, launches = [], {}
+    for e in events:
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        if e.get("cat") in RUNTIME_CATS and "correlation" in args:
+            launches.setdefault(int(args["correlation"]), ns(e["ts"]))
+        if e.get("ph") == "X" and "dur" in e and e.get("cat") in GPU_CATS:
+            start = ns(e["ts"])
+            stream = int(args["stream"]) if "stream" in args else -1
+            corr = int(args["correlation"]) if "correlation" in args else None
+            acts.append(
+                (start, start + ns(e["dur"]), kind(e["cat"], e["name"]), e["name"], stream, corr)
+            )
+    spans = {
+        k: union([(a[0], a[1]) for a in acts if a[2] == k])
+        for k in ("COMPUTATION", "COMMUNICATION", "MEMORY")
+    }
+    every = union([(a[0], a[1]) for a in acts])
+    kernels: dict[str, list[int]] = {}
+    for a in acts:
+        kernels.setdefault(a[3], []).append(a[1] - a[0])
+    span = max((a[1] for a in acts), default=0) - min((a[0] for a in acts), default=0)
+    overlap = None
+    comm = length(spans["COMMUNICATION"])
+    if comm:
+        both = sum(
+            max(0, min(e1, e2) - max(s1, s2))
+            for s1, e1 in spans["COMMUNICATION"]
+            for s2, e2 in spans["COMPUTATION"]
+        )
+        overlap = round(Decimal(both * 100) / comm, 2)
+    steps = [
+        (e["name"], ns(e["dur"]))
+        for e in events
+        if e.get("ph") == "X"
+        and str(e.get("name", "")).startswith("ProfilerStep#")
+        and e.get("cat") != "gpu_user_annotation"
+        and "dur" in e
+    ]
+    return {
+        "temporal": (
+            span - length(every),
+            length(spans["COMPUTATION"]),
+            length(every) - length(spans["COMPUTATION"]),
+            span,
+        ),
+        "kernels": {n: (len(d), sum(d), min(d), max(d)) for n, d in kernels.items()},
+        "kinds": {a[3]: a[2] for a in acts},
+        "overlap": overlap,
+        "idle": idle(acts, launches),
+        "steps": steps,
+    }
+
+
+def idle(acts: list[tuple[Any, ...]], launches: dict[int, int]) -> dict[str, tuple[int, int, int]]:
+    streams: dict[int, list[tuple[Any, ...]]] = {}
+    for a in acts:
+        streams.setdefault(a[4], []).append(a)
+    out = {}
+    for stream, rows in streams.items():
+        rows.sort(key=lambda a: (a[0], a[1]))
+        host = kern = other = 0
+        last = rows[0][1]
+        for a in rows[1:]:
+            gap = a[0] - last
+            if gap > 0:
+                launch = launches.get(a[5]) if a[5] is not None else None
+                if launch is not None and launch > last:
+                    host += gap
+                elif gap < 30_000:
+                    kern += gap
+                else:
+                    other += gap
+            last = max(last, a[1])
+        out[str(stream)] = (host, kern, other)
+    return out
+
+
+def us(n: int) -> float:
+    return float(Decimal(n) / 1000)
+
+
+def _reference_params() -> list[Any]:
+    return [
+        pytest.param(
+            p,
+            id=str(p.relative_to(REAL_DIR)),
+            marks=[pytest.mark.slow] if p.stat().st_size > REFERENCE_MAX else [],
+        )
+        for p in REAL_TRACES
+    ]
+
+
+def summarize_quietly(*args: Any, **kw: Any) -> kinetrace.Summary:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kinetrace.SummaryWarning)
+        return kinetrace.summarize(*args, **kw)
+
+
+@pytest.mark.parametrize("path", _reference_params())
+def test_exact_figures_are_the_traces_own(path: Path) -> None:
+    ref = reference(path)
+    (r,) = summarize_quietly(path).ranks
+    t = r.temporal_breakdown
+    assert (t.idle_time_us, t.compute_time_us, t.non_compute_time_us, t.kernel_time_us) == tuple(
+        us(v) for v in ref["temporal"]
+    )
+    got = {k.name: (k.count, k.sum_us, k.min_us, k.max_us) for k in r.kernels}
+    assert got == {n: (c, us(s), us(lo), us(hi)) for n, (c, s, lo, hi) in ref["kernels"].items()}
+    assert {k.name: k.type for k in r.kernels} == ref["kinds"]
+    for k in r.kernels:
+        c, s, _, _ = ref["kernels"][k.name]
+        assert k.mean_us == us(
+            int((Decimal(s) / c).quantize(Decimal(1), rounding="ROUND_HALF_EVEN"))
+        )
+    assert sum(r.kernel_types.values()) == pytest.approx(t.kernel_time_us - t.idle_time_us)
+    assert r.comm_comp_overlap_pct == (None if ref["overlap"] is None else float(ref["overlap"]))
+    assert {s: (i.host_wait_us, i.kernel_wait_us, i.other_us) for s, i in r.idle_time.items()} == {
+        s: tuple(us(v) for v in vals) for s, vals in ref["idle"].items()
+    }
+    assert [(s.name, s.dur_us) for s in r.steps] == [(n, us(d)) for n, d in ref["steps"]]
+
+
+@pytest.mark.parametrize("rules", ["exact", "hta"])
+def test_every_shared_trace_is_summarised(rules: str) -> None:
+    require_real()
+    for path in REAL_TRACES:
+        summary = summarize_quietly(path, rules=rules)
+        assert len(summary.ranks) == 1, path
+        json.dumps(summary.to_json())
+
+
+def test_owlv2_memset_times_are_exact() -> None:
+    """The issue's example: HTA's rounding turns 750 Memset (Device), 737.6 µs, into 3 µs."""
+    require_real()
+    path = REAL_DIR / "TraceLens/h100/google_owlv2-large-patch14-ensemble__1016001.json.gz"
+    exact = {k.name: k for k in summarize_quietly(path).ranks[0].kernels}["Memset (Device)"]
+    hta = {k.name: k for k in summarize_quietly(path, rules="hta").ranks[0].kernels}[
+        "Memset (Device)"
+    ]
+    assert (exact.count, exact.sum_us) == (750, 737.591)
+    assert (hta.count, hta.sum_us) == (750, 3.0)
+
+
+def _trace(path: Path, events: list[dict[str, Any]], **header: Any) -> Path:
+    path.write_text(json.dumps({**header, "traceEvents": events}, indent=1))
+    return path
+
+
+def _kernel(ts: str, dur: str, name: str = "k", stream: int = 7, corr: int = 1) -> dict[str, Any]:
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": 0,
+        "tid": stream,
+        "ts": Decimal(ts),
+        "dur": Decimal(dur),
+        "args": {"stream": stream, "correlation": corr},
+    }
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, default=lambda d: float(d) if isinstance(d, Decimal) else d)
+
+
+def test_ranks_are_found_as_merge_finds_them(tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    a.mkdir()
+    (a / "x.json").write_text(
+        _dump({"distributedInfo": {"rank": 5}, "traceEvents": [_kernel("1", "2")]})
+    )
+    (a / "trace_rank-3.json").write_text(_dump({"traceEvents": [_kernel("1", "2")]}))
+    (a / "z.json").write_text(_dump({"traceEvents": [_kernel("1", "2")]}))
+    ranks = kinetrace.summarize(a).ranks
+    assert [(r.rank, r.rank_from) for r in ranks] == [
+        (2, "order"),
+        (3, "file name"),
+        (5, "distributedInfo"),
+    ]
+    (a / "y_rank5.json").write_text(_dump({"traceEvents": [_kernel("1", "2")]}))
+    with pytest.raises(ValueError, match="are both rank 5"):
+        kinetrace.summarize(a)
+    assert run("summary", a) == 1
+
+
+def test_touching_and_overlapping_activities(tmp_path: Path) -> None:
+    events = [
+        _kernel("10.5", "2.25", "gemm", corr=1),
+        _kernel("12.75", "1", "gemm", corr=2),  # touches: no idle between
+        {**_kernel("20", "5", "ncclKernel_AllReduce", corr=3)},
+        {
+            **_kernel("22", "6", "Memcpy HtoD", corr=4),
+            "cat": "gpu_memcpy",
+            "args": {"stream": 8, "correlation": 4},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 0,
+            "tid": 1,
+            "ts": Decimal("19"),
+            "dur": Decimal("1"),
+            "args": {"correlation": 3},
+        },
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(_dump({"traceEvents": events}))
+    (r,) = kinetrace.summarize(path).ranks
+    assert r.temporal_breakdown == kinetrace.TemporalBreakdown(6.25, 3.25, 8.0, 17.5)
+    assert r.kernel_types == {
+        "COMPUTATION": 3.25,
+        "COMMUNICATION": 2.0,
+        "COMMUNICATION overlapping MEMORY": 3.0,
+        "MEMORY": 3.0,
+    }
+    assert r.comm_comp_overlap_pct == 0.0
+    # stream 7: gap 13.75 -> 20 is 6.25 µs; the launch (19) is after the end so far: host wait.
+    assert r.idle_time["7"] == kinetrace.StreamIdle(6.25, 0.0, 0.0)
+    assert [k.name for k in r.kernels] == ["Memcpy HtoD", "ncclKernel_AllReduce", "gemm"]
+
+
+def test_damaged_traces_are_summarised_as_far_as_they_load(tmp_path: Path) -> None:
+    good = _dump({"traceEvents": [_kernel(str(i * 10), "5", corr=i) for i in range(50)]})
+    cut = tmp_path / "cut.json"
+    cut.write_text(good[: len(good) // 2])
+    with pytest.warns(kinetrace.SummaryWarning, match=r"cut\.json: offset \d+"):
+        (r,) = kinetrace.summarize(cut).ranks
+    assert 0 < r.gpu_activities < 50
+    gz = tmp_path / "cut.json.gz"
+    many = _dump({"traceEvents": [_kernel(str(i * 10), "5", corr=i) for i in range(20_000)]})
+    packed = gzip.compress(many.encode())
+    gz.write_bytes(packed[: len(packed) // 2])
+    with pytest.warns(kinetrace.SummaryWarning, match=r"cut\.json\.gz: offset \d+"):
+        kinetrace.summarize(gz)
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"traceEvents": [nope')
+    with pytest.raises(kinetrace.TraceFormatError, match=r"junk\.json: offset 17"):
+        kinetrace.summarize(junk)
+    assert run("summary", junk) == 1
+
+
+def test_json_follows_the_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "t.json"
+    events = [
+        _kernel("1", "2"),
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "ProfilerStep#3",
+            "pid": 0,
+            "tid": 1,
+            "ts": Decimal(0),
+            "dur": Decimal("737.6"),
+        },
+    ]
+    path.write_text(_dump({"traceEvents": events}))
+    assert run("summary", path, "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    (rank,) = out["ranks"]
+    assert {
+        "rank",
+        "source",
+        "temporal_breakdown",
+        "kernel_types",
+        "kernels",
+        "comm_comp_overlap_pct",
+        "idle_time",
+        "steps",
+    } <= set(rank)
+    assert set(rank["temporal_breakdown"]) == {
+        "idle_time_us",
+        "compute_time_us",
+        "non_compute_time_us",
+        "kernel_time_us",
+    }
+    assert set(rank["kernels"][0]) == {
+        "name",
+        "type",
+        "count",
+        "sum_us",
+        "mean_us",
+        "min_us",
+        "max_us",
+    }
+    assert set(rank["idle_time"]["7"]) == {"host_wait_us", "kernel_wait_us", "other_us"}
+    assert rank["steps"] == [{"name": "ProfilerStep#3", "dur_us": 737.6}]
+    assert rank["comm_comp_overlap_pct"] is None
+    assert out["steps"][0]["name"] == "ProfilerStep#3"
+    assert run("summary", path) == 0
+    assert "Top 10 GPU activities" in capsys.readouterr().out
+
+
+_HARNESS = """<script>
+window.__errors = [];
+window.addEventListener('error', function (e) { window.__errors.push(String(e.message)); });
+const origError = console.error;
+console.error = function () { window.__errors.push(Array.from(arguments).join(' ')); };
+</script>"""
+
+_PROBE = """<script>
+(function () {
+  const out = document.createElement('pre');
+  out.id = 'kinetrace-probe';
+  const svgs = Array.from(document.querySelectorAll('svg'));
+  const bad = svgs.filter(function (s) { return s.namespaceURI !== 'http://www.w3.org/2000/svg'; });
+  out.textContent = JSON.stringify({errors: window.__errors, svgs: svgs.length, bad: bad.length,
+    rects: document.querySelectorAll('svg rect').length,
+    widths: Array.from(document.querySelectorAll('svg rect')).every(function (r) {
+      return r.width.baseVal.value >= 0;
+    })});
+  document.body.appendChild(out);
+})();
+</script>"""
+
+
+def test_html_page_loads_in_chromium(tmp_path: Path) -> None:
+    require_real()
+    browser = catapult.browser()
+    if browser is None:
+        if catapult.os.environ.get("KINETRACE_REQUIRE_CATAPULT"):
+            pytest.fail("KINETRACE_REQUIRE_CATAPULT is set but there is no Chromium")
+        pytest.skip("no Chromium (Debian: apt-get install chromium-headless-shell)")
+    page = tmp_path / "summary.html"
+    assert run("summary", REAL_DIR / "param" / "dlrm_kineto", "--html", page) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/2000/svg", "")
+    probe = tmp_path / "probe.html"
+    probe.write_text(
+        text.replace("<head>", "<head>" + _HARNESS, 1).replace("</body>", _PROBE + "</body>")
+    )
+    done = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", probe.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    start = done.stdout.index('<pre id="kinetrace-probe">') + len('<pre id="kinetrace-probe">')
+    result = json.loads(
+        catapult.html.unescape(done.stdout[start : done.stdout.index("</pre>", start)])
+    )
+    assert result["errors"] == []
+    assert result["svgs"] == 3 and result["bad"] == 0 and result["widths"]
+    # 8 ranks x 3 parts + legend 3, the top 15 kernels, 8 ranks x 1 step.
+    assert result["rects"] == 8 * 3 + 3 + 15 + 8
