@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import nox
@@ -26,13 +27,24 @@ ROOT = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("KINETRACE_CACHE", "~/.cache/kinetrace")).expanduser()
 
 
+#: nox's options that only print (the sessions, help, the version): they make no venv, so
+#: they take no slot.
+_PRINT_ONLY = {"-l", "--list", "--list-sessions", "--json", "-h", "--help", "--version", "--usage"}
+
+
 def _claim_slot() -> int:
     """The slot of venvs this run uses (see ``claim_slot`` in scripts/env.sh): the one
     ``KINETRACE_SLOT`` names (``scripts/test.sh`` holds its lock), else the first whose lock
-    this process can take, held until it exits. Its sessions' scripts inherit it."""
+    this process can take, held until it exits. Its sessions' scripts inherit it. A run that
+    only prints (``nox -l``) claims none: it reports slot 0's folder and creates nothing.
+
+    Claimed when this file is imported, because nox fixes every venv's folder (its
+    ``envdir``) from ``nox.options`` before the first session runs."""
     given = os.environ.get("KINETRACE_SLOT")
     if given is not None:
         return int(given)
+    if _PRINT_ONLY & set(sys.argv[1:]):
+        return 0
     import fcntl
 
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -95,31 +107,59 @@ DEV = ("-r", "requirements-dev.txt", "-r", "requirements-consumers-deps.txt")
 BUILD = ("-r", "requirements-build.txt")
 
 
+def _torch_pin() -> str:
+    """The ``torch==`` line of requirements-dev.txt: the one torch pin of the main suite."""
+    for line in (ROOT / "requirements-dev.txt").read_text().splitlines():
+        if line.startswith("torch=="):
+            return line.strip()
+    raise RuntimeError("requirements-dev.txt pins no torch (a line torch==X.Y.Z)")
+
+
 #: Debian packages the Catapult tests load traces with (tests/support/catapult.py):
 #: headless Chromium and the Web Components v0 polyfill its trace viewer's Polymer code needs.
 BROWSER_PACKAGES = ("chromium-headless-shell", "libjs-webcomponentsjs-custom-element-v0")
 _POLYFILL = Path("/usr/lib/javascript/webcomponentsjs-custom-element-v0/CustomElements.js")
 
 
+#: What turns the tests' skips for a missing tool into failures (the suite, the slow tests).
+REQUIRE_EVERYTHING = {"KINETRACE_REQUIRE_CATAPULT": "1", "KINETRACE_REQUIRE_CONSUMERS": "1"}
+
+
 def _install_dev(session: nox.Session) -> None:
     """torch and the test tools; the trace consumers with --no-deps (their own pins would
-    move torch); the browser of the Catapult tests."""
+    move torch). Never system packages: the browser is the ``suite`` session's alone."""
     session.install(*DEV)
     session.install("--no-deps", "-r", "requirements-consumers.txt")
-    _ensure_browser(session)
+
+
+def _has_browser() -> bool:
+    return bool(shutil.which("chromium-headless-shell")) and _POLYFILL.is_file()
+
+
+def _say_browser(session: nox.Session) -> None:
+    """Where the Catapult tests will skip, says why and what would install the browser (the
+    contributor's loop installs nothing system-wide)."""
+    if not _has_browser():
+        session.log(
+            "no browser for the Catapult tests: they skip. To run them: "
+            f"apt-get install {' '.join(BROWSER_PACKAGES)} (Debian/Ubuntu, as root)"
+        )
 
 
 def _ensure_browser(session: nox.Session) -> None:
-    """Installs :data:`BROWSER_PACKAGES` when missing, where it may (root, as CI runs);
-    elsewhere the Catapult tests skip and name what to install."""
-    if shutil.which("chromium-headless-shell") and _POLYFILL.is_file():
+    """CI's suite (run as root): installs :data:`BROWSER_PACKAGES` when missing, waiting for
+    another package manager's dpkg lock rather than failing on it; elsewhere the Catapult
+    tests fail the suite (``KINETRACE_REQUIRE_CATAPULT``), naming what to install."""
+    if _has_browser():
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        session.log(f"no browser for the Catapult tests (they skip): {' '.join(BROWSER_PACKAGES)}")
+        session.log(f"no browser for the Catapult tests: {' '.join(BROWSER_PACKAGES)}")
         return
-    session.run("apt-get", "update", "-qq", external=True)
+    wait = ("-o", "DPkg::Lock::Timeout=600")  # beside another apt-get: wait, up to 10 min
+    session.run("apt-get", *wait, "update", "-qq", external=True)
     session.run(
         "apt-get",
+        *wait,
         "install",
         "-y",
         "-qq",
@@ -187,6 +227,7 @@ def tests(session: nox.Session) -> None:
     no whole-program LTO, incremental), with the type checks: the contributor's loop. Give
     test files or pytest options after ``--``; without them, the whole suite."""
     _install_dev(session)
+    _say_browser(session)
     session.run("maturin", "develop", "--quiet", "--profile", "fast")
     session.run("python", "-m", "mypy")
     session.run("python", "-m", "mypy.stubtest", "kinetrace._kinetrace")
@@ -211,11 +252,13 @@ def suite(session: nox.Session) -> None:
     (pytest arguments after ``--``), and the panic tests against a build with the test-hooks
     feature (never released)."""
     _install_dev(session)
+    _ensure_browser(session)
     _install_suite_wheel(session)
     session.run("python", "-m", "mypy")
     session.run("python", "-m", "mypy.stubtest", "kinetrace._kinetrace")
-    # Here the Catapult tests fail instead of skipping when the browser is missing.
-    _pytest(session, *session.posargs, env={"KINETRACE_REQUIRE_CATAPULT": "1"})
+    # Here the Catapult and consumer tests fail instead of skipping when the browser, HTA or
+    # TensorBoard's plugin is missing or broken (tests/support/catapult.py, consumers.py).
+    _pytest(session, *session.posargs, env=REQUIRE_EVERYTHING)
     # The panic hooks: the extension once more with the cargo feature test-hooks, unpacked
     # and put first on the path for tests/test_panics.py alone; KINETRACE_REQUIRE_TEST_HOOKS
     # makes a build without them fail the file instead of skipping it.
@@ -238,6 +281,16 @@ def suite(session: nox.Session) -> None:
         "tests/test_panics.py",
         env={"PYTHONPATH": str(hooks / "site"), "KINETRACE_REQUIRE_TEST_HOOKS": "1"},
     )
+
+
+@nox.session(python=MAIN_PYTHON, requires=["wheel"])
+def slow(session: nox.Session) -> None:
+    """The slow set (``@pytest.mark.slow``: the tools on a >1 GB trace and their memory in a
+    fresh process, workers' memory at 510k activities) against the release wheel; about 8
+    minutes on 2 busy cores. A test that cannot run here fails or says why it skipped."""
+    _install_dev(session)
+    _install_suite_wheel(session)
+    _pytest(session, "-m", "slow", "--run-slow", "tests", *session.posargs, env=REQUIRE_EVERYTHING)
 
 
 @nox.session(python=MAIN_PYTHON)
@@ -292,7 +345,9 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=MAIN_PYTHON, requires=["wheel"], default=False)
 def demo(session: nox.Session) -> None:
     """The main job: a built-in workload profiled, exported by kinetrace and by torch's two
-    exporters, and the comparison printed (arguments after ``--`` go to ``kinetrace demo``)."""
-    _install_dev(session)
+    exporters, and the comparison printed (arguments after ``--`` go to ``kinetrace demo``).
+    It needs what it shows and nothing more: torch and the release wheel (and numpy, whose
+    absence torch warns about on import)."""
+    session.install(_torch_pin(), "numpy")
     _install_suite_wheel(session)
     session.run("python", "-m", "kinetrace", "demo", *session.posargs)

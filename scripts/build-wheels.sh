@@ -47,7 +47,9 @@ python3 -c 'import ziglang' 2>/dev/null || {
 # The toolchain, components and targets of rust-toolchain.toml (a no-op once installed).
 rustup toolchain install >/dev/null 2>&1 || rustup toolchain install
 export ZIG_GLOBAL_CACHE_DIR="$CACHE/zig"
-export CARGO_TARGET_DIR="$ROOT/target/release-wheels"
+# KINETRACE_WHEEL_TARGET_DIR: another build folder (test.sh's fresh_demo builds from nothing in
+# its own, so the venv paths it builds with never invalidate this one's build).
+export CARGO_TARGET_DIR="${KINETRACE_WHEEL_TARGET_DIR:-$ROOT/target/release-wheels}"
 SOURCE_DATE_EPOCH=$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || echo 315532800)
 export SOURCE_DATE_EPOCH
 export RUSTFLAGS="--remap-path-prefix=$ROOT=kinetrace --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=cargo"

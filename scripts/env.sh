@@ -4,7 +4,17 @@
 # ~/.cache/kinetrace), so every clone and every CI run on this machine reuses them; uv's cache
 # hard-links identical files into each venv, so the ~3 GB of NVIDIA libraries a torch wheel
 # depends on are downloaded once per version and shared by every venv that uses them.
-set -euo pipefail
+set -Eeuo pipefail
+
+# No script ends without a word: a command that fails (set -e) is named, with its file and
+# line, before the script exits with its status (-E: in functions too; only the top shell
+# reports, so a failure inside $(...) is named once, by the line that ran it).
+on_error() {
+  local what="\`$3\` failed"
+  case $3 in return*) what="stopped (the reason is above)" ;; esac # a set-up step's own message
+  printf '\n%s: %s at %s (exit status %s)\n' "$(basename "$0")" "$what" "$2" "$1" >&2
+}
+trap 'status=$?; [ "$BASH_SUBSHELL" != 0 ] || on_error "$status" "${BASH_SOURCE[0]:-$0}:$LINENO" "$BASH_COMMAND"' ERR
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${KINETRACE_CACHE:-$HOME/.cache/kinetrace}
@@ -16,6 +26,32 @@ export UV_CACHE_DIR=${UV_CACHE_DIR:-$CACHE/uv}
 export UV_LINK_MODE=${UV_LINK_MODE:-hardlink}
 
 log() { printf '\n== %s\n' "$*" >&2; }
+
+# need_commands CMD...: what this machine must have besides what the scripts install (they
+# install nothing system-wide); every missing one is named with how to get it, then it fails.
+need_commands() {
+  local key cmd missing=0
+  declare -A how=(
+    [python3]="Python >= 3.10 with its venv module (or set PYTHON to one)"
+    [rustup]="the Rust toolchain installer, https://rustup.rs (the toolchain itself is pinned by rust-toolchain.toml and installed on first use)"
+    [cc]="a C compiler and linker, for Rust's build scripts (Debian/Ubuntu: apt-get install build-essential)"
+    [readelf]="binutils, to check the wheel's .so (Debian/Ubuntu: apt-get install binutils)"
+    [flock]="util-linux, for the venv slots' locks"
+    [git]="git"
+  )
+  for key in "$@"; do
+    cmd=$key
+    if [ "$key" = python3 ]; then cmd=$PYTHON_FOR_VENV; fi
+    if ! command -v "$cmd" >/dev/null 2>&1; then
+      echo "missing: $cmd, ${how[$key]:-}" >&2
+      missing=1
+    fi
+  done
+  if [ $missing = 1 ]; then
+    echo "install the above, then run $(basename "$0") again" >&2
+    return 1
+  fi
+}
 
 # claim_slot: the set of venvs this run uses, one no other run on this machine holds. Slot 0
 # is $CACHE/nox and $CACHE/install-test, slot N $CACHE/nox.N and $CACHE/install-test.N: a run
@@ -35,7 +71,8 @@ claim_slot() {
     fi
   done
   exec 9>&-
-  echo "all 8 venv slots in $CACHE are held by other runs" >&2
+  echo "all 8 venv slots in $CACHE are held by other runs: wait for one to end, or set" \
+    "KINETRACE_CACHE to another folder" >&2
   return 1
 }
 
@@ -55,13 +92,24 @@ ensure_tools() {
   local have
   if [ ! -x "$CACHE/tools/bin/python" ]; then
     mkdir -p "$CACHE"
-    "$PYTHON_FOR_VENV" -m venv "$CACHE/tools"
+    if ! "$PYTHON_FOR_VENV" -m venv "$CACHE/tools"; then
+      rm -rf "$CACHE/tools" # half made: the next run starts over
+      echo "could not make a venv with $PYTHON_FOR_VENV (above: why). It needs Python >= 3.10" \
+        "with its venv module (Debian/Ubuntu: apt-get install python3-venv), or set PYTHON" \
+        "to such an interpreter." >&2
+      return 1
+    fi
   fi
+  # `|| true`: a new venv has neither, and grep's exit 1 must not end the script (set -e).
   have=$("$CACHE/tools/bin/python" -m pip list --format=freeze 2>/dev/null |
-    grep -iE '^(uv|nox)==' | sort | tr '\n' ' ')
+    { grep -iE '^(uv|nox)==' || true; } | sort | tr '\n' ' ')
   if [ "$have" != "nox==$NOX_VERSION uv==$UV_VERSION " ]; then
     log "installing uv $UV_VERSION and nox $NOX_VERSION"
-    "$CACHE/tools/bin/python" -m pip install -q "uv==$UV_VERSION" "nox==$NOX_VERSION"
+    if ! "$CACHE/tools/bin/python" -m pip install -q "uv==$UV_VERSION" "nox==$NOX_VERSION"; then
+      echo "could not install uv and nox from PyPI into $CACHE/tools (above: pip's reason)." \
+        "Check the network (or pip's index settings: PIP_INDEX_URL) and run again." >&2
+      return 1
+    fi
   fi
 }
 
