@@ -4,7 +4,8 @@ Hypothesis profiles (choose with ``HYPOTHESIS_PROFILE=<name>``):
 
 - ``default``: 150 examples per property, no deadline (exports write files and start a
   writer thread; timing varies on a loaded 2-core machine).
-- ``ci``: 200 examples, derandomized (reproducible), no example database.
+- ``ci``: 200 examples, derandomized (reproducible), no example database; the default where
+  ``CI`` is set (CI runs with ``CI=true``).
 - ``dev``: 25 examples, for a quick local run.
 - ``thorough``: 2000 examples, for an occasional long run.
 """
@@ -29,7 +30,10 @@ settings.register_profile("default", max_examples=150, **_common)
 settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **_common)
 settings.register_profile("dev", max_examples=25, **_common)
 settings.register_profile("thorough", max_examples=2000, **_common)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+# CI (which sets ``CI``) runs the derandomized profile: a failure there fails again on rerun.
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default")
+)
 
 
 def pytest_addoption(parser):

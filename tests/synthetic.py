@@ -46,6 +46,11 @@ def _main(argv: list[str] | None = None) -> int:
     exp.add_argument("--threads", type=int, default=None)
     exp.add_argument("--workers", type=int, default=None)
     exp.add_argument(
+        "--each-workers",
+        default=None,
+        help="comma-separated worker counts, one for each PATH in turn (instead of --workers)",
+    )
+    exp.add_argument(
         "--list", action="store_true", help="build the activities into a list first (as torch)"
     )
     exp.add_argument(
@@ -62,7 +67,7 @@ def _main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.cpus is not None:
-        from kinetrace import _workers
+        from kinetrace._export import workers as _workers
 
         _workers.available_cpus = lambda: args.cpus  # type: ignore[assignment]
         _workers.idle_cpus = lambda: args.cpus  # type: ignore[assignment]
@@ -72,8 +77,9 @@ def _main(argv: list[str] | None = None) -> int:
             kwargs[key] = getattr(args, key)
     if args.rank is not None:
         kwargs["metadata"] = distributed_info(args.rank, args.world_size or args.rank + 1)
+    each = _each_path(args.paths, kwargs, args.each_workers)
     if args.torch_steps is not None:
-        return _export_torch_profile(args.torch_steps, args.paths, kwargs)
+        return _export_torch_profile(args.torch_steps, args.paths, each)
     result = SyntheticResult(
         args.n,
         seed=args.seed,
@@ -88,12 +94,24 @@ def _main(argv: list[str] | None = None) -> int:
         import gc
 
         gc.collect()
-    for path in args.paths:
-        print(json.dumps(export_measured(source, path, **kwargs)), flush=True)
+    for path, path_kwargs in zip(args.paths, each, strict=True):
+        print(json.dumps(export_measured(source, path, **path_kwargs)), flush=True)
     return 0
 
 
-def _export_torch_profile(steps: int, paths: list[str], kwargs: dict[str, Any]) -> int:
+def _each_path(paths: list[str], kwargs: dict[str, Any], workers: str | None) -> list[dict]:
+    """The export's arguments for each path: ``kwargs``, with ``--each-workers``' count."""
+    each = [dict(kwargs) for _ in paths]
+    if workers is not None:
+        counts = [int(w) for w in workers.split(",")]
+        if len(counts) != len(paths):
+            raise SystemExit("--each-workers needs one count for each PATH")
+        for path_kwargs, count in zip(each, counts, strict=True):
+            path_kwargs["workers"] = count
+    return each
+
+
+def _export_torch_profile(steps: int, paths: list[str], each: list[dict[str, Any]]) -> int:
     """A real profile (``kinetrace._bench``'s workload) exported to each path; its activity
     list is held before measuring, so the figures are beyond what ``trace_activities()``
     holds (the export's own call returns the same objects)."""
@@ -105,7 +123,7 @@ def _export_torch_profile(steps: int, paths: list[str], kwargs: dict[str, Any]) 
     result = prof.profiler.kineto_results
     held = result.trace_activities()
     gc.collect()
-    for path in paths:
+    for path, kwargs in zip(paths, each, strict=True):
         print(json.dumps(export_measured(result, path, n=len(held), **kwargs)), flush=True)
     return 0
 

@@ -1,4 +1,4 @@
-"""Background exports in a forked process (``background=True``, kinetrace._background):
+"""Background exports in a forked process (``background=True``, kinetrace._export.background):
 the call returns before the activities are read, the file equals a foreground export's,
 errors surface, exit waits, a second Ctrl-C abandons cleanly, overlapping exports queue."""
 
@@ -26,8 +26,10 @@ import pytest
 import torch
 
 import kinetrace
-from kinetrace import _background, _handles
+from kinetrace._export import background as _background
+from kinetrace._export import handles as _handles
 from support.aftermath import subprocess_env
+from support.interrupts import load_stretch
 from support.synthetic import SyntheticResult
 
 OLD = b"an older trace that must survive"
@@ -83,7 +85,7 @@ def test_call_returns_before_the_activities_are_read(tmp_path: Path) -> None:
         SlowResult(SyntheticResult(5000), delay=3.0), path, background=True
     )
     blocked = time.perf_counter() - started
-    assert blocked < 1.0, blocked  # generous: reading the activities alone takes 3 s
+    assert blocked < RETURNS_WITHIN * load_stretch(), blocked  # reading alone takes 3 s
     assert not handle.done()
     assert not path.exists()
     stats = handle.result(timeout=120)
@@ -91,6 +93,33 @@ def test_call_returns_before_the_activities_are_read(tmp_path: Path) -> None:
     assert stats.path == str(path) and stats.file_bytes == len(expected)
     assert path.read_bytes() == expected
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+#: Documented (docs/api.md, ``background``): the call returns well under 50 ms whatever the
+#: trace size (measured: 0.4-0.5 ms, a single call up to 12 ms, at load 14 on 2 cores with
+#: 0 and 1 GiB of parent memory). The tests allow 50 ms for the median of five calls, and
+#: 50 ms times the load stretch (at most 0.5 s) for a single one.
+RETURNS_WITHIN = 0.050
+
+
+@pytest.mark.parametrize(
+    "parent_mib", [64, pytest.param(1024, marks=pytest.mark.slow, id="1024-slow")]
+)
+def test_the_call_returns_within_50_ms_whatever_the_parent(tmp_path: Path, parent_mib: int) -> None:
+    """The fork happens in the runner thread: the caller returns at once, also with a
+    big parent (a profiled training process holds GBs)."""
+    ballast = bytearray(b"\1") * (parent_mib << 20)  # resident: every page written
+    blocked = []
+    for i in range(5):
+        started = time.perf_counter()
+        handle = kinetrace.export_chrome_trace(
+            SlowResult(SyntheticResult(2000), delay=0.2), tmp_path / f"t{i}.json", background=True
+        )
+        blocked.append(time.perf_counter() - started)
+        handle.result(timeout=120)
+    del ballast
+    print(f"\n{parent_mib} MiB parent: returned after {[f'{b * 1e3:.1f} ms' for b in blocked]}")
+    assert sorted(blocked)[2] < RETURNS_WITHIN, blocked
 
 
 def work() -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import copy
 import gzip
+import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,8 +18,21 @@ from kinetrace import _bench
 from kinetrace._cli import main
 
 BENCHES = Path(__file__).resolve().parent.parent / "benches"
-sys.path.insert(0, str(BENCHES))
-import benchlib  # noqa: E402
+
+
+def _load_bench(name: str) -> Any:
+    """benches/NAME.py as a module, without putting benches/ on ``sys.path`` for every
+    test of the session (a module of the same name there would shadow another)."""
+    spec = importlib.util.spec_from_file_location(name, BENCHES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses, and compat_timing's ``import benchlib``
+    spec.loader.exec_module(module)
+    return module
+
+
+benchlib = _load_bench("benchlib")
+compat_timing = _load_bench("compat_timing")
 
 
 def test_demo_times_each_peer_through_its_own_call(
@@ -286,9 +301,6 @@ def test_kineto_writer_comparison_alternates_and_takes_medians(
     ]
     assert all("median of 3" in r.how and r.rounds == 3 for r in rows)
     assert rows[2].ratios["speedup vs stock C++"] == rows[0].seconds / rows[2].seconds
-
-
-import compat_timing  # noqa: E402
 
 
 def _compat_row(torch_version: str, python: str, json_ratio: float) -> dict:

@@ -1,5 +1,5 @@
-"""``kinetrace compress`` (``kinetrace._compress``), called in-process, and Ctrl-C in the tools
-over trace files (``check``, ``compress``). ``check`` itself: ``test_check.py``."""
+"""``kinetrace compress`` (``kinetrace._tools.compress``), called in-process, and Ctrl-C in
+the tools over trace files (``check``, ``compress``). ``check`` itself: ``test_check.py``."""
 
 from __future__ import annotations
 

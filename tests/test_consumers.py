@@ -17,6 +17,7 @@ from torch.profiler._chrome_trace_export import export_chrome_trace as torch_pyt
 
 import kinetrace
 from support import catapult
+from support.consumers import consumer
 from support.fakes import FakeResult
 from support.scenarios import chain, launch_set, memcpy_memset_set
 from support.synthetic import SyntheticResult, distributed_info
@@ -68,7 +69,7 @@ def test_same_events_as_torch(exports):
 
 @PANDAS3_WARNINGS
 def test_holistic_trace_analysis(exports):
-    trace_analysis = pytest.importorskip("hta.trace_analysis")
+    trace_analysis = consumer("hta.trace_analysis")
     seen = {}
     for who, path in exports.items():
         analysis = trace_analysis.TraceAnalysis(trace_dir=str(path.parent))
@@ -82,7 +83,7 @@ def test_holistic_trace_analysis(exports):
 
 
 def _tb_profile(path: Path, tmp_path: Path):
-    data_module = pytest.importorskip("torch_tb_profiler.profiler.data")
+    data_module = consumer("torch_tb_profiler.profiler.data")
     return data_module.RunProfileData.parse("worker0", None, str(path), str(tmp_path))
 
 
@@ -108,7 +109,7 @@ def _gpu_trace(tmp_path: Path) -> Path:
 
 @PANDAS3_WARNINGS
 def test_gpu_shaped_trace_loads_in_hta(tmp_path):
-    trace_analysis = pytest.importorskip("hta.trace_analysis")
+    trace_analysis = consumer("hta.trace_analysis")
     path = _gpu_trace(tmp_path)
     analysis = trace_analysis.TraceAnalysis(trace_dir=str(path.parent))
     frame = analysis.t.get_trace(analysis.t.get_ranks()[0])

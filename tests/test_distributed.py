@@ -27,8 +27,9 @@ from torch.profiler import ProfilerActivity
 from torch.profiler._chrome_trace_export import export_chrome_trace as torch_python_export
 
 import kinetrace
-from kinetrace import _profiler
+from kinetrace._export import profiler as _profiler
 from support import catapult
+from support.consumers import consumer
 from support.merged import check_merge
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed missing")
@@ -153,10 +154,10 @@ def test_gloo_ranks(gloo_traces: Path) -> None:
         assert names["c10d::allreduce_"] == RECORDED_STEPS
         assert names["gloo:all_reduce"] == RECORDED_STEPS
         assert names["ProfilerStep#1"] == names["ProfilerStep#2"] == 1
-        # gloo emits no record_param_comms; any that appears must carry its arguments
-        for event in trace["traceEvents"]:
-            if event["name"] == "record_param_comms":
-                assert event["args"]["Collective name"]
+        # gloo records no record_param_comms on CPU (and no kernel links to one there: the
+        # linked-activity path is tested on CUDA, scripts/gpu-check.sh). A torch that starts
+        # recording them fails here, and the path can then be tested on CPU.
+        assert names["record_param_comms"] == 0
 
 
 @pytest.mark.skipif(
@@ -179,7 +180,7 @@ def test_nccl_record_param_comms(tmp_path: Path) -> None:
     r"ignore:The inplace keyword in DataFrame\.\w+ is deprecated:DeprecationWarning"
 )
 def test_holistic_trace_analysis_loads_the_ranks(gloo_traces: Path) -> None:
-    trace_analysis = pytest.importorskip("hta.trace_analysis")
+    trace_analysis = consumer("hta.trace_analysis")
     analysis = trace_analysis.TraceAnalysis(trace_dir=str(gloo_traces))
     assert sorted(analysis.t.get_ranks()) == [0, 1]
     symbols = set(analysis.t.symbol_table.get_sym_table())
@@ -189,8 +190,8 @@ def test_holistic_trace_analysis_loads_the_ranks(gloo_traces: Path) -> None:
 
 
 def test_tensorboard_plugin_parses_the_ranks(gloo_traces: Path, tmp_path: Path) -> None:
-    data_module = pytest.importorskip("torch_tb_profiler.profiler.data")
-    generator_module = pytest.importorskip("torch_tb_profiler.profiler.run_generator")
+    data_module = consumer("torch_tb_profiler.profiler.data")
+    generator_module = consumer("torch_tb_profiler.profiler.run_generator")
     for rank, path in sorted(rank_files(gloo_traces).items()):
         worker = f"rank{rank}"
         data = data_module.RunProfileData.parse(worker, None, str(path), str(tmp_path))

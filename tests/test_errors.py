@@ -5,6 +5,7 @@ an existing file at the destination."""
 from __future__ import annotations
 
 import errno
+import inspect
 import os
 import stat
 import threading
@@ -172,7 +173,7 @@ def test_replacing_a_file_keeps_its_permissions(tmp_path, mode):
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
 def test_replacing_a_file_keeps_its_owner_where_allowed(tmp_path):
     """As root, the replaced file keeps its owner and group (torch's in-place write keeps
-    them too); a user who may not give them (checked in src/sink.rs: an owner keeps the
+    them too); a user who may not give them (checked in src/output/sink.rs: an owner keeps the
     group where it is a member) gets a file of its own."""
     path = tmp_path / "t.json"
     path.write_text("old")
@@ -311,6 +312,43 @@ def test_export_after_failure_works(tmp_path):
 
 
 # --- arguments -------------------------------------------------------------------------------
+
+
+def test_the_export_parameters_are_defined_once():
+    """``ExportOptions`` is the one definition of the export's parameters: the function's
+    signature (written out for readers and type checkers) names the same ones, in the same
+    order, with the same defaults, and so does the handler for those it takes."""
+    from kinetrace._export import export as _export
+
+    fields = {field.name: field.default for field in _export.parameters()}
+    signature = list(inspect.signature(kinetrace.export_chrome_trace).parameters.values())
+    assert [p.name for p in signature[:2]] == ["source", "path"]
+    assert {p.name: p.default for p in signature[2:]} == fields
+    assert [p.name for p in signature[2:]] == list(fields)
+    handler = inspect.signature(kinetrace.tensorboard_trace_handler).parameters
+    shared = {"background", "keep", "split_mb"}
+    assert {name: handler[name].default for name in shared} == {n: fields[n] for n in shared}
+
+
+def test_export_options_check_once_and_copy_without_checking_again(monkeypatch):
+    from kinetrace._export import export as _export
+    from kinetrace._export import graphs as _graphs
+
+    prepared = []
+    real_prepare = _graphs.prepare
+    monkeypatch.setattr(
+        _graphs, "prepare", lambda *args: prepared.append(args) or real_prepare(*args)
+    )
+    options = _export.ExportOptions(
+        annotations={1: {"stream": 3}}, keep={"min_dur_us": 1.0}, metadata={"a": "1"}
+    )
+    assert options.keep == kinetrace.Keep(min_dur_us=1.0) and options.graphs is not None
+    assert options.metadata == {"a": "1"} and len(prepared) == 1
+    copy = options.but(keep=None, metadata={"b": "2"})
+    assert (copy.keep, copy.metadata, copy.graphs) == (None, {"b": "2"}, options.graphs)
+    assert options.keep is not None and len(prepared) == 1  # the original is untouched
+    with pytest.raises(TypeError, match="compresslevel"):
+        options.but(compresslevel=99)
 
 
 @pytest.mark.parametrize("level", [-1, 10, 100])

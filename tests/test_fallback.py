@@ -29,8 +29,9 @@ import torch
 from torch.profiler import profile
 
 import kinetrace
-from kinetrace import _fallback, _kinetrace
-from kinetrace._fallback import FallbackWarning
+from kinetrace import _kinetrace
+from kinetrace._export import fallback as _fallback
+from kinetrace._export.fallback import FallbackWarning
 
 # Also run on torch 2.11/2.12 themselves (the compatibility venvs), which warn once per
 # process that a profile clears its events each cycle.

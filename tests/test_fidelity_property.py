@@ -372,3 +372,30 @@ def test_hostile_input_gives_strict_json(tmp_path_factory, case):
         for field in ("ts", "dur"):
             if field in event and not isinstance(event[field], str):
                 assert math.isfinite(event[field])
+
+
+def test_ci_runs_the_derandomized_profile() -> None:
+    """Where ``CI`` is set (CI runs with ``CI=true``) and no profile is named, the properties
+    run derandomized: a failure in CI fails again on rerun."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    probe = "import conftest, hypothesis; print(hypothesis.settings.default.derandomize)"
+    seen = {}
+    for ci in ("true", None):
+        env = {k: v for k, v in os.environ.items() if k not in ("HYPOTHESIS_PROFILE", "CI")}
+        if ci is not None:
+            env["CI"] = ci
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=tests,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        seen[ci] = done.stdout.strip()
+    assert seen == {"true": "True", None: "False"}

@@ -299,7 +299,38 @@ def test_gzip_plain_and_torch_json_agree(tmp_path):
     assert read_trace(path) == expected
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+#: Why the CUDA tests skip on CPU (scripts/gpu-check.sh runs them where there is a GPU).
+NEEDS_CUDA = (
+    "needs CUDA (scripts/gpu-check.sh): kernels, memcpys and the kernels linked to "
+    "record_param_comms exist only on a GPU; gloo on CPU records no record_param_comms, and "
+    "the reader reads a linked activity's comms metadata for kernels only "
+    "(src/python/reader.rs comms_metadata)"
+)
+
+
+class _LookAlike:
+    """A torch activity read through Python attribute access: the reader's second path
+    (not torch's own type, so no direct call)."""
+
+    def __init__(self, activity: Any) -> None:
+        self._activity = activity
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._activity, name)
+
+
+class _LookAlikeResult:
+    def __init__(self, result: Any) -> None:
+        self._result = result
+
+    def trace_activities(self) -> list[_LookAlike]:
+        return [_LookAlike(a) for a in self._result.trace_activities()]
+
+    def trace_start_ns(self) -> int:
+        return int(self._result.trace_start_ns())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NEEDS_CUDA)
 def test_cuda_profile(tmp_path):  # pragma: no cover - only where a GPU is present
     x = torch.ones(64, 64, device="cuda")
     with profile(
@@ -314,6 +345,37 @@ def test_cuda_profile(tmp_path):  # pragma: no cover - only where a GPU is prese
     assert "kernel" in categories(result)
     compare(result, tmp_path, base=None)
     compare(result, tmp_path, base=None, name="t.json.gz")
+
+
+@pytest.mark.skipif(
+    not (torch.cuda.is_available() and torch.distributed.is_nccl_available()), reason=NEEDS_CUDA
+)
+def test_cuda_nccl_linked_activities(tmp_path):  # pragma: no cover - only on a GPU
+    """A one-process NCCL group on one GPU: kernels, a memcpy and the all-reduce's kernel
+    linked to its ``record_param_comms``; torch's bytes by both reading paths (torch's
+    activities called directly, and look-alikes read through Python)."""
+    import torch.distributed as dist
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
+    try:
+        x = torch.ones(256, 256, device="cuda")
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                dist.all_reduce(x)
+                x = x @ x / 256
+            y = x.cpu()
+            torch.cuda.synchronize()
+    finally:
+        dist.destroy_process_group()
+    del y
+    result = result_of(prof)
+    assert {"kernel", "gpu_memcpy"} <= categories(result)
+    actual = compare(result, tmp_path, base=None)
+    kernels = [e for e in strict_loads(actual)["traceEvents"] if e.get("cat") == "kernel"]
+    assert any("Collective name" in e.get("args", {}) for e in kernels), "no linked kernel"
+    compare(result, tmp_path, base=None, source=_LookAlikeResult(result), name="py.json")
 
 
 def test_torch_exporter_is_the_expected_one():

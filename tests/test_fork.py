@@ -1,5 +1,5 @@
 """A program that forks while a background export is pending: the child starts with none of
-the parent's exports (``os.register_at_fork`` in ``kinetrace._handles``), so it neither waits
+the parent's exports (``os.register_at_fork`` in ``kinetrace._export.handles``), so it neither waits
 for them at exit nor in :func:`kinetrace.wait`; a handle it inherited raises instead of
 waiting; the parent's export still completes; the child's own exports work.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kinetrace import _background
+from kinetrace._export import background as _background
 from support.aftermath import subprocess_env
 
 pytestmark = pytest.mark.skipif(not _background.available(), reason="needs os.fork")

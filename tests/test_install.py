@@ -24,7 +24,9 @@ from torch.profiler._chrome_trace_export import export_chrome_trace as torch_pyt
 
 import kinetrace
 from kinetrace import _cli as cli
-from kinetrace import _export, _handles, _profiler
+from kinetrace._export import export as _export
+from kinetrace._export import handles as _handles
+from kinetrace._export import profiler as _profiler
 
 CPU = [ProfilerActivity.CPU]
 KINETO_PROFILE = torch_profiler_module._KinetoProfile
@@ -92,7 +94,7 @@ def test_install_patches_and_uninstall_restores_the_same_objects() -> None:
         "handler": _profiler.tensorboard_trace_handler,
         "handler_module": _profiler.tensorboard_trace_handler,
     }
-    assert torch.profiler.profile.export_chrome_trace.__module__ == "kinetrace._profiler"
+    assert torch.profiler.profile.export_chrome_trace.__module__ == "kinetrace._export.profiler"
     _profiler.uninstall()
     assert not _profiler.installed()
     assert is_torch()
@@ -273,8 +275,8 @@ def test_run_subprocess(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "report.json").read_text())
     assert report == {
-        "module": "kinetrace._profiler",
-        "handler": "kinetrace._profiler",
+        "module": "kinetrace._export.profiler",
+        "handler": "kinetrace._export.profiler",
         "same_as_python_export": True,
         "argv": [str(script), str(out), "--lr", "-m", "x"],
         "name": "__main__",
@@ -293,7 +295,7 @@ def test_run_in_process(tmp_path: Path) -> None:
         tmp_path,
         """
         import json, sys
-        from kinetrace import _profiler
+        from kinetrace._export import profiler as _profiler
         with open(sys.argv[1], "w") as f:
             json.dump({"argv": sys.argv, "name": __name__,
                        "installed": _profiler.installed()}, f)
@@ -402,7 +404,8 @@ def test_unknown_command() -> None:
 )
 def test_the_installed_build_carries_no_test_hooks() -> None:
     """The panic hooks exist only in a build with the cargo feature ``test-hooks``
-    (``scripts/test.sh`` makes one for ``tests/test_panics.py``), never in the wheel."""
+    (``noxfile.py``'s ``suite`` session makes one for ``tests/test_panics.py``), never in
+    the wheel."""
     from kinetrace import _kinetrace
 
     assert not hasattr(_kinetrace, "_panic_for_tests")

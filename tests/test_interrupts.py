@@ -33,7 +33,7 @@ from support.aftermath import (
     assert_untouched,
     subprocess_env,
 )
-from support.interrupts import Sigint, StageWatcher, assert_prompt
+from support.interrupts import Sigint, StageWatcher, assert_prompt, latency_bound, load_stretch
 from support.measure import warm_up
 from support.probes import BATCH, probed
 from support.synthetic import SyntheticResult
@@ -112,7 +112,7 @@ def test_ctrl_c_while_waiting_for_a_worker(tmp_path, sigint, suffix):
             time.sleep(0.6)
 
     result = probed(SyntheticResult(300_000), on_slice=slow_worker)
-    watcher = StageWatcher(".poll(", sigint.fire, module="_workers.py")
+    watcher = StageWatcher(".poll(", sigint.fire, module="_export/workers.py")
     sigint.armed = True
     watcher.start()
     try:
@@ -174,13 +174,17 @@ def test_ctrl_c_inside_a_gc_callback_is_not_lost(sigint):
         while time.monotonic() < deadline:
             time.sleep(0.001)
 
+    started = time.perf_counter()
+    gc.collect()
+    collecting = time.perf_counter() - started  # the signal is sent again once it is over
     gc.callbacks.append(callback)
     try:
         latency = sigint.expect(collect_then_wait)
     finally:
         gc.callbacks.remove(callback)
     assert inside == [True], "the signal was not handled inside the callback"
-    assert_prompt(latency)
+    allowed = latency_bound() + 2 * collecting * load_stretch()
+    assert latency < allowed, f"{latency:.3f} s > {allowed:.3f} s (collecting: {collecting:.3f} s)"
 
 
 @pytest.mark.parametrize(
@@ -217,9 +221,11 @@ def slow_writer_source(n: int = 40_000, payload: int = 1_000) -> SyntheticResult
 
 def interrupt_in(stage: str, sigint: Sigint, path: Path, source: SyntheticResult) -> float:
     """Exports ``source`` to ``path`` (gzip level 9, one thread) and sends SIGINT once the
-    caller is in the native call on the line containing ``stage`` (of ``_export.py`` for
-    ``.wait(``, of ``_extract.py``, where the passes run, otherwise)."""
-    watcher = StageWatcher(stage, sigint.fire, "_export.py" if stage == ".wait(" else "_extract.py")
+    caller is in the native call on the line containing ``stage`` (of ``_export/export.py`` for
+    ``.wait(``, of ``_export/extract.py``, where the passes run, otherwise)."""
+    watcher = StageWatcher(
+        stage, sigint.fire, "_export/export.py" if stage == ".wait(" else "_export/extract.py"
+    )
     sigint.armed = True
     watcher.start()
     try:

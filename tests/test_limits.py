@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from support.aftermath import temp_files
-from support.interrupts import BASE_LATENCY, latency_bound
+from support.interrupts import latency_bound, load_stretch
 from support.limits import (
     background_child_private_peak,
     profile_activities,
@@ -34,6 +34,10 @@ ACTIVITIES = 200_000
 #: 2-core machine (measured 0.46-1.2 µs), and a Ctrl-C waits for it. The test allows 1.5 µs
 #: times the machine's load stretch (as :func:`latency_bound` does).
 TRACE_ACTIVITIES_NS = 1500
+
+#: Documented: the ``KeyboardInterrupt`` follows within 0.1 ms of that call's return
+#: (measured 0.0 ms at load 13 on 2 cores). The test allows 10 ms, times the load stretch.
+AFTER_RETURN = 0.010
 
 #: Documented: the background child's private memory is ~290 bytes an activity plus ~20 MiB
 #: (measured 98 MiB at 300k, 280 MiB at 1M, 431 MiB at 1.5M). The test allows 30% more.
@@ -59,9 +63,9 @@ def test_ctrl_c_during_trace_activities_is_seen_when_it_returns(prof: Any, tmp_p
         f"{hit.after_call * 1e3:.1f} ms after the call returned"
     )
     # Seen as soon as torch returns, as anywhere in kinetrace ...
-    assert hit.after_call < latency_bound()
+    assert hit.after_call < AFTER_RETURN * load_stretch()
     # ... and so no later than the documented time per activity allows.
-    stretch = latency_bound() / BASE_LATENCY
+    stretch = load_stretch()
     allowed = TRACE_ACTIVITIES_NS * 1e-9 * n * stretch + latency_bound()
     assert hit.latency < allowed, f"{hit.latency:.3f} s > {allowed:.3f} s"
     assert list(tmp_path.iterdir()) == []

@@ -26,7 +26,7 @@ import kinetrace
 from support.aftermath import subprocess_env
 from support.interrupts import Sigint, assert_prompt
 from support.merged import check_merge
-from support.real import REAL_TRACES
+from support.real import DLRM_RANKS, MISSING, real_path
 from support.synthetic import SyntheticResult, distributed_info
 
 BASE = 1_790_857_026_000_000_000
@@ -238,13 +238,16 @@ def test_filter_and_parts_during_the_merge(tmp_path: Path) -> None:
     # Parts of the merged timeline, gzip: every event once over all parts.
     parts = kinetrace.merge_traces(sources, tmp_path / "p.json.gz", max_mb=0.4, compresslevel=1)
     assert len(parts.outputs) > 2
+    # No time cell of these ranks holds 0.4 MB: every part keeps the bound, and a part over
+    # it would be counted in oversized_parts.
+    oversized = [out.json_bytes for out in parts.outputs if out.json_bytes > 400_000]
+    assert (oversized, parts.oversized_parts) == ([], 0)
     total = Counter()
     for out in parts.outputs:
         assert out.path.endswith(f"-of-{len(parts.outputs):03}.json.gz")
         assert kinetrace.check_trace(out.path).valid
         part = json.loads(gzip.decompress(Path(out.path).read_bytes()))
         assert part["kinetrace_part"]["count"] == len(parts.outputs)
-        assert out.json_bytes <= 400_000 or parts.oversized_parts
         total.update(e["ph"] for e in part["traceEvents"] if e["ph"] != "M")
     source_total = Counter(
         e["ph"] for p in sources for e in json.loads(p.read_text())["traceEvents"] if e["ph"] != "M"
@@ -258,10 +261,43 @@ def test_filter_and_parts_during_the_merge(tmp_path: Path) -> None:
     assert not (tmp_path / "none.json").exists()
 
 
+def test_parts_larger_than_asked_are_counted(tmp_path: Path) -> None:
+    """More than ``max_mb`` within one time cell: such parts exceed it, and each is counted
+    in ``oversized_parts``, the others keep the bound."""
+    spread = [
+        {"ph": "X", "name": f"spread {i}", "pid": 1, "tid": 1, "ts": 1000 * i, "dur": 1}
+        for i in range(1, 200)
+    ]
+    burst = [  # ~10 kB at one time: one cell
+        {"ph": "X", "name": f"burst {i}", "pid": 1, "tid": 2, "ts": 50_000, "dur": 0}
+        for i in range(150)
+    ]
+    sources = [tmp_path / "r0.json", tmp_path / "r1.json"]
+    for rank, (path, events) in enumerate(zip(sources, [spread, burst], strict=True)):
+        info = {"rank": rank, "world_size": 2}
+        path.write_text(json.dumps({"distributedInfo": info, "traceEvents": events}))
+    limit = 5_000  # bytes: the burst's cell holds more
+    parts = kinetrace.merge_traces(sources, tmp_path / "p.json", max_mb=limit / 1e6)
+    oversized = [out for out in parts.outputs if out.json_bytes > limit]
+    assert oversized
+    assert parts.oversized_parts == len(oversized)
+
+
+#: Six of HolisticTraceAnalysis' traces (../shared/traces/hta), recorded on CUDA, ROCm and
+#: MTIA machines: pretty-printed, ns resolution, string pids, bases after the events or none.
+HTA_SIX = [
+    "amd_trace__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+    "cupti_profiler__benchmark_result_924719_1679055439_trace.json.gz",
+    "mtia_inference_trace__mtia_inference_rank_0.json.gz",
+    "ns_resolution_trace__rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    "triton_example__triton_example.json.gz",
+]
+
+
 def test_real_kineto_traces(tmp_path: Path) -> None:
-    """Traces recorded on CUDA, ROCm and MTIA machines (pretty-printed, ns resolution,
-    string pids, bases after the events or none): each event once, mapped."""
-    sources = list(REAL_TRACES)
+    """Traces of different machines and years: each event once, mapped."""
+    sources = [real_path(f"hta/{name}") for name in HTA_SIX]
     dst = tmp_path / "all.json"
     with pytest.warns(kinetrace.MergeWarning, match="do not all overlap"):
         result = kinetrace.merge_traces(sources, dst, labels=[str(i) for i in range(len(sources))])
@@ -279,6 +315,31 @@ def test_real_kineto_traces(tmp_path: Path) -> None:
     assert result.base_time_ns == 1727743122000000000
     assert result.ranks[0].offset_ns == 1735632360000000000 - 1727743122000000000
     check_merge(tmp_path / "pair.json.gz", pair)
+
+
+@pytest.mark.skipif(len(DLRM_RANKS) != 8, reason=MISSING)
+def test_real_eight_rank_job(tmp_path: Path) -> None:
+    """The 8 ranks of one DLRM job on 8x V100 (NCCL; ``distributedInfo`` rank 0-7; absolute
+    µs, no base time; pretty-printed plain JSON), given in reverse: each rank found by its
+    ``distributedInfo``, every event of each rank in the merge exactly once, mapped, and
+    one clock for all (absolute time: no shift)."""
+    sources = list(reversed(DLRM_RANKS))
+    dst = tmp_path / "job.json.gz"
+    result = kinetrace.merge_traces(sources, dst)
+    assert [(r.rank, r.rank_from) for r in result.ranks] == [
+        (i, "distributedInfo") for i in range(8)
+    ]
+    assert [Path(r.source).name for r in result.ranks] == [p.name for p in DLRM_RANKS]
+    assert result.base_time_ns is None
+    assert all(r.offset_ns == 0 for r in result.ranks)
+    assert result.events_read == sum(kinetrace.check_trace(p).info.events for p in sources)
+    check_merge(dst, sources)
+    report = kinetrace.check_trace(dst)
+    assert report.valid and report.complete, report.errors
+    # Flow ids are per rank: the merge pairs no end with another rank's.
+    assert report.info.flows_unpaired == sum(
+        kinetrace.check_trace(p).info.flows_unpaired for p in sources
+    )
 
 
 def _cli(*args: str | os.PathLike[str], cwd: Path) -> subprocess.CompletedProcess[str]:

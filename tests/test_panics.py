@@ -5,7 +5,7 @@ injected by driving kinetrace's own extraction (``_extract.extract_here``) into 
 that panics after a chosen batch.
 
 The panics are made by hooks only a build with the cargo feature ``test-hooks`` has (never a
-release wheel): ``scripts/test.sh`` runs this file against such a build with
+release wheel): ``noxfile.py``'s ``suite`` session runs this file against such a build with
 ``KINETRACE_REQUIRE_TEST_HOOKS=1``, where a build without them fails instead of skipping."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import kinetrace
-from kinetrace import _extract, _kinetrace
+from kinetrace import _kinetrace
+from kinetrace._export import extract as _extract
 from support import BASE
 from support.aftermath import (
     OLD,
@@ -35,7 +36,7 @@ if not hasattr(_kinetrace, "_panic_for_tests"):
         )
     pytest.skip(
         "the panic hooks are only in a build with the cargo feature test-hooks "
-        "(scripts/test.sh runs this file against one)",
+        "(noxfile.py's suite session runs this file against one)",
         allow_module_level=True,
     )
 

@@ -12,7 +12,8 @@ from operator import methodcaller
 import pytest
 
 import kinetrace
-from kinetrace import _bench, _extract, _kinetrace
+from kinetrace import _bench, _kinetrace
+from kinetrace._export import extract as _extract
 from support.measure import proc_kib
 
 pytestmark = pytest.mark.skipif(

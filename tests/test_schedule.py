@@ -12,8 +12,8 @@ import torch.profiler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinetrace import _profiler
-from kinetrace._profiler import ProfilerAction, schedule
+from kinetrace._export import profiler as _profiler
+from kinetrace._export.profiler import ProfilerAction, schedule
 
 STEPS = range(301)
 GRID = list(
@@ -49,7 +49,7 @@ def test_profiler_action_is_torchs() -> None:
 def test_not_torchs_function() -> None:
     sched = schedule(wait=1, warmup=1, active=1)
     assert type(sched) is _profiler._Schedule
-    assert sched.__class__.__module__ == "kinetrace._profiler"
+    assert sched.__class__.__module__ == "kinetrace._export.profiler"
 
 
 def test_grid_matches_torch() -> None:

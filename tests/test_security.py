@@ -2,7 +2,9 @@
 kinetrace write anywhere else, fail, or hang.
 
 The scenario: a trace folder that is world-writable and sticky (``/tmp/traces``, a team's
-folder) and owned by another user, the attacker, who plants things at every name kinetrace
+folder) owned by another user, the attacker, or by the exporting user (root's ``/tmp``,
+where the kernel lets the folder's owner remove anything), and another user, the attacker,
+plants things at every name kinetrace
 uses or used to use beside a destination: its worker outputs (``.{name}.{pid}.w{i}...``)
 and its temporary files (``.{name}.{pid}.{n}...``). What is planted: a symbolic link to a
 file the exporting user owns (the victim), a hard link to it, a dangling link (a file
@@ -14,10 +16,10 @@ as they were, and leave no file of its own behind.
 
 The exports run in a subprocess that knows its own pid (names contain it). As root, that
 process runs without the capabilities that bypass file permissions (``setpriv``) and the
-planted things belong to another user (``nobody``), so the kernel's permission checks are
-those an ordinary user meets; the kernel's own link protections (``fs.protected_*``) do not
-apply either, as the folder belongs to the attacker. As another user the test runs the same
-with everything owned by that user.
+planted things are made by another user (``nobody``: a forked child that sets its uid), so
+the kernel's permission checks are those an ordinary user meets; the kernel's own link
+protections (``fs.protected_*``) do not apply either, as the folder belongs to the attacker.
+Not as root the test skips: only root can run the attacker as another user.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -53,14 +54,18 @@ SCRIPT = textwrap.dedent(
     from support.synthetic import SyntheticResult
 
     root, suffix, attacker = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    kinds = sys.argv[4].split(",")
+    kinds, folder_owner = sys.argv[4].split(","), sys.argv[5]
     warm_up()
     pid = os.getpid()
     private = os.path.join(root, "private")  # the exporting user's own folder
-    os.makedirs(private, mode=0o700)
+    os.makedirs(private)
+    os.chmod(private, 0o711)  # not listed, but the attacker may name what is in it
     victim = os.path.join(private, "victim.json")
     with open(victim, "wb") as f:
         f.write(b"the victim's own file, must survive\\n")
+    # Writable by all, so that the kernel lets the attacker hard-link it (fs.protected_hardlinks);
+    # kinetrace must still never write through such a link.
+    os.chmod(victim, 0o666)
     source = SyntheticResult(5_000, gpu=True)
     reference = os.path.join(private, "reference.json")
     expected_events = kinetrace.export_chrome_trace(source, reference, workers=1).events
@@ -85,8 +90,7 @@ SCRIPT = textwrap.dedent(
         if kind == "symlink":
             os.symlink(victim, path)
         elif kind == "hardlink":
-            os.link(victim, path)
-            return  # the victim's own inode: it keeps its owner
+            os.link(victim, path)  # the victim's own inode: it keeps its owner
         elif kind == "dangling-symlink":
             os.symlink(os.path.join(private, "created-" + tag), path)
         elif kind == "file":
@@ -96,7 +100,23 @@ SCRIPT = textwrap.dedent(
             os.mkdir(path)
         elif kind == "fifo":
             os.mkfifo(path)
-        os.lchown(path, attacker, attacker)
+
+    def as_attacker(action):
+        # Runs action in a forked child that has become the attacker (another user).
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setgroups([])
+                os.setgid(attacker)
+                os.setuid(attacker)
+                action()
+            except BaseException as exc:
+                os.write(2, f"the attacker failed: {exc!r}\\n".encode())
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(child, 0)
+        if status != 0:
+            raise SystemExit(f"the attacker (uid {attacker}) could not plant: {status}")
 
     def snapshot(directory):
         state = {}
@@ -150,11 +170,20 @@ SCRIPT = textwrap.dedent(
         shared = os.path.join(root, "shared-" + kind)
         os.mkdir(shared)
         os.chmod(shared, 0o1777)
-        os.chown(shared, attacker, attacker)  # the attacker's folder, sticky, open to all
+        if folder_owner == "attacker":  # the attacker's folder, sticky, open to all
+            os.chown(shared, attacker, attacker)
+        # Else the exporting user's own sticky folder open to all (root's /tmp): there the
+        # kernel lets its owner remove anything, so only kinetrace's own checks keep the
+        # attacker's things.
         dest = os.path.join(shared, "t" + suffix)
-        for i, name in enumerate(names(os.path.basename(dest))):
-            plant(kind, os.path.join(shared, name), f"{kind}-{i}")
+        def plant_all(kind=kind, shared=shared, dest=dest):
+            for i, name in enumerate(names(os.path.basename(dest))):
+                plant(kind, os.path.join(shared, name), f"{kind}-{i}")
+
+        as_attacker(plant_all)
         planted = snapshot(shared)
+        owners = {entry[2] for entry in planted.values()}
+        assert owners == ({os.getuid()} if kind == "hardlink" else {attacker}), owners
         mine = snapshot(private)
         for label, run in exports(dest):
             case = f"{kind}, {label}"
@@ -174,19 +203,25 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run_planted(tmp_path: Path, suffix: str, kinds: list[str]) -> list[str]:
-    """Runs :data:`SCRIPT` as an ordinary user would; returns its failures."""
-    env = subprocess_env()
-    command = [sys.executable, "-c", SCRIPT, str(tmp_path), suffix]
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("no setpriv to drop CAP_DAC_OVERRIDE")
-        command = [*DROP_DAC, *command, str(NOBODY)]
-        tmp_path.chmod(0o755)  # the attacker reaches the shared folders
-    else:
-        command.append(str(os.getuid()))
-    command.append(",".join(kinds))
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+def run_planted(suffix: str, kinds: list[str], folder_owner: str = "attacker") -> list[str]:
+    """Runs :data:`SCRIPT` as an ordinary user would, with the attacker another user;
+    returns its failures."""
+    if os.geteuid() != 0:
+        # Only root can run the attacker as another user; as the exporting user itself,
+        # the planted names would be this user's own stale temporaries, which kinetrace
+        # removes by design: nothing would cross users.
+        pytest.skip("the attacker must be another user: run as root (it then plants as nobody)")
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv to drop CAP_DAC_OVERRIDE")
+    # Not under pytest's tmp_path: its parents are private, and the attacker must reach the
+    # shared folders.
+    with tempfile.TemporaryDirectory(prefix="kinetrace-security-") as root:
+        os.chmod(root, 0o755)
+        command = [*DROP_DAC, sys.executable, "-c", SCRIPT, root, suffix, str(NOBODY)]
+        command += [",".join(kinds), folder_owner]
+        done = subprocess.run(
+            command, env=subprocess_env(), capture_output=True, text=True, timeout=600
+        )
     if done.returncode != 0 and "setpriv" in done.stderr:
         pytest.skip(f"cannot drop capabilities: {done.stderr.strip()}")
     assert done.returncode == 0, done.stderr
@@ -194,9 +229,12 @@ def run_planted(tmp_path: Path, suffix: str, kinds: list[str]) -> list[str]:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(os, "mkfifo"), reason="POSIX only")
-@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
-def test_planted_names_are_never_followed(tmp_path, suffix):
-    assert run_planted(tmp_path, suffix, KINDS) == []
+@pytest.mark.parametrize(
+    ("suffix", "folder_owner"),
+    [(".json", "attacker"), (".json.gz", "attacker"), (".json", "exporter")],
+)
+def test_planted_names_are_never_followed(suffix, folder_owner):
+    assert run_planted(suffix, KINDS, folder_owner) == []
 
 
 def test_a_spliced_output_must_be_the_file_made_for_it(tmp_path):
@@ -237,7 +275,7 @@ def test_a_spliced_output_must_be_the_file_made_for_it(tmp_path):
 def test_worker_outputs_have_no_name(tmp_path, monkeypatch):
     """While the workers write, the destination's folder holds no file of theirs: their
     outputs are anonymous."""
-    from kinetrace import _workers
+    from kinetrace._export import workers as _workers
     from support.synthetic import SyntheticResult
 
     seen: list[list[str]] = []

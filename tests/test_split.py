@@ -5,7 +5,7 @@ Every part and every filtered trace is checked the same way: strict JSON, accept
 the processes and threads present, and each event's text exactly the source's. For splits,
 the union of the parts equals the source as a multiset of events, less the flow events cut
 at a window edge (which are counted). Real CPU profiles, constructed GPU-shaped traces, and
-(in the slow set) a multi-GB synthetic one.
+(in tests/test_big_traces.py, the slow set) a 1 GB one.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ import pytest
 import torch
 
 import kinetrace
+from support.consumers import consumer
 from support.fakes import FakeResult
 from support.interrupts import Sigint, assert_prompt
+from support.real import RawEvent, raw_events, real_params, real_text
 from support.scenarios import chain, comms_set, fwdbwd_set, launch_set, memcpy_memset_set
 from support.synthetic import SyntheticResult
 from support.traces import read_trace, single_member_text, strict_loads
@@ -326,6 +328,22 @@ def test_handler_and_export_refuse_the_same_settings(tmp_path, settings, error, 
     assert os.listdir(tmp_path) == []
 
 
+def test_handler_exports_every_trace_with_the_options_it_checked(tmp_path, monkeypatch):
+    """The handler checks its settings once, when it is made, and hands those same options
+    (``keep`` as a :class:`kinetrace.Keep`) to the export of every trace."""
+    from kinetrace._export import export as _export
+
+    given = []
+    monkeypatch.setattr(_export, "export", lambda prof, path, options: given.append(options))
+    handler = kinetrace.tensorboard_trace_handler(
+        tmp_path, worker_name="w", keep={"min_dur_us": 2.0}, split_mb=1
+    )
+    handler(SyntheticResult(10))
+    handler(SyntheticResult(10))
+    assert len(given) == 2 and given[0] is given[1]
+    assert given[0].keep == kinetrace.Keep(min_dur_us=2.0) and given[0].split_mb == 1
+
+
 def test_tensorboard_handler_split(tmp_path):
     from torch.profiler import profile
 
@@ -347,7 +365,7 @@ def test_tensorboard_handler_split(tmp_path):
 @pytest.mark.filterwarnings(r"ignore:The inplace keyword in DataFrame\.\w+ is deprecated")
 @pytest.mark.filterwarnings(r"ignore:The copy keyword is deprecated")
 def test_parts_load_in_hta(tmp_path, rank_split):
-    trace_analysis = pytest.importorskip("hta.trace_analysis")
+    trace_analysis = consumer("hta.trace_analysis")
     src = tmp_path / "gpu.json"
     kinetrace.export_chrome_trace(gpu_result(id_offset=1_000_000), src)
     text = src.read_bytes()
@@ -414,18 +432,23 @@ def test_bad_input_errors_and_leaves_nothing(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     cases = {
-        "cut.json.gz": (blob[: len(blob) // 2], "corrupt gzip data"),
-        "cut.json": (text[: len(text) // 2], "end of file"),
-        "nan.json": (text.replace(b'"dur":', b'"dur":NaN,"x":', 1), "NaN is not valid JSON"),
-        "list.json": (b'[{"ph": "X"}]', "not a trace"),
-        "keys.json": (b'{"schemaVersion": 1}', 'no "traceEvents"'),
+        "cut.json.gz": (blob[: len(blob) // 2], "gzip", "corrupt gzip data"),
+        "cut.json": (text[: len(text) // 2], "truncated", "end of file"),
+        "nan.json": (
+            text.replace(b'"dur":', b'"dur":NaN,"x":', 1),
+            "syntax",
+            "NaN is not valid JSON",
+        ),
+        "list.json": (b'[{"ph": "X"}]', "not_a_trace", "not a trace"),
+        "keys.json": (b'{"schemaVersion": 1}', "not_a_trace", 'no "traceEvents"'),
     }
-    for name, (data, message) in cases.items():
+    for name, (data, kind, message) in cases.items():
         src = tmp_path / name
         src.write_bytes(data)
         with pytest.raises(kinetrace.TraceFormatError, match=message) as info:
             kinetrace.split_trace(src, 0.001, out_dir=out)
         error = info.value
+        assert error.kind == kind, name  # what code matches: the kind, never the message
         assert isinstance(error, ValueError)  # what callers caught before it existed
         assert error.path == str(src) and str(error).startswith(f"{src}: ")
         # The offset points into the decompressed JSON, at or before where it breaks.
@@ -436,15 +459,18 @@ def test_bad_input_errors_and_leaves_nothing(tmp_path):
             assert f"(traceEvents[{error.event_index}])" in str(error)
         # A copy made by pickling (how a forked worker's error comes back) keeps the fields.
         copy = pickle.loads(pickle.dumps(error))
-        assert (type(copy), str(copy), copy.path, copy.offset, copy.event_index) == (
+        fields = (type(copy), str(copy), copy.path, copy.offset, copy.event_index, copy.kind)
+        assert fields == (
             type(error),
             str(error),
             error.path,
             error.offset,
             error.event_index,
+            error.kind,
         )
-        with pytest.raises(kinetrace.TraceFormatError, match=message):
+        with pytest.raises(kinetrace.TraceFormatError, match=message) as info:
             kinetrace.filter_trace(src, out / "f.json")
+        assert info.value.kind == kind, name
         run = cli("split", str(src), "--max-mb", "0.001", "--out-dir", str(out))
         assert run.returncode == 1 and name in run.stderr and message in run.stderr
         assert os.listdir(out) == [], name
@@ -551,9 +577,7 @@ def test_ctrl_c_while_reading_in_chunks(tmp_path_factory, tmp_path):
     assert sorted(os.listdir(src.parent)) == ["big.json"]
 
 
-# ------------------------------------------------------------------------------------------
-# multi-GB (slow set)
-# ------------------------------------------------------------------------------------------
+# The multi-GB split and filter: tests/test_big_traces.py (the slow set).
 
 
 def synthetic_trace(path: Path, activities: int) -> None:
@@ -566,31 +590,108 @@ def synthetic_trace(path: Path, activities: int) -> None:
     assert run.returncode == 0, run.stderr
 
 
-@pytest.mark.slow
-def test_multi_gb_split_and_filter(tmp_path):
-    """~2.5 GB of JSON (7M activities): split into ~1 GB parts and filtered, in bounded
-    memory; parts and source agree on every count ``kinetrace check`` reports."""
-    src = tmp_path / "big.json"
-    synthetic_trace(src, 7_000_000)
-    source = kinetrace.check_trace(src)
-    assert source.valid and source.info.json_bytes > 2e9
-    result = kinetrace.split_trace(src, 1000)
-    assert len(result.parts) >= 3
-    phases: collections.Counter[str] = collections.Counter()
-    for part in result.parts:
-        report = kinetrace.check_trace(part.path)
-        assert report.valid, report.errors
-        assert report.flows_unpaired == 0 and part.json_bytes <= 1e9
-        phases.update({k: v for k, v in report.info.phases.items() if k != "M"})
-        os.remove(part.path)
-    want = collections.Counter({k: v for k, v in source.info.phases.items() if k != "M"})
-    assert want - phases == collections.Counter(
-        {k: n for k, n in (want - phases).items() if k in ("s", "f")}
+# --- every real trace (../shared/traces) ------------------------------------------------------
+
+
+def _non_meta(events: list[RawEvent]) -> collections.Counter[bytes]:
+    return collections.Counter(e.raw for e in events if e.ph != "M")
+
+
+def _output_events(path: str | Path) -> list[RawEvent]:
+    """The events of an output, checked first: it loads."""
+    report = kinetrace.check_trace(path)
+    assert report.valid, report.errors
+    return raw_events(read_trace(path))
+
+
+def _flows(events: list[RawEvent]) -> dict[tuple[Any, str | None], collections.Counter[bytes]]:
+    """The flow ends (``s``, ``t``, ``f``) of each flow, by (``cat``, ``id``)."""
+    flows: dict[tuple[Any, str | None], collections.Counter[bytes]] = collections.defaultdict(
+        collections.Counter
     )
-    assert sum((want - phases).values()) == result.flow_events_cut + result.flow_events_unpaired
-    kept = tmp_path / "kernels.json"
-    filtered = kinetrace.filter_trace(src, kept, include_cats=["kernel"])
-    report = kinetrace.check_trace(kept)
-    assert report.valid
-    assert report.info.categories.get("kernel") == source.info.categories["kernel"]
-    assert filtered.events_written < source.info.events
+    for e in events:
+        if e.ph in ("s", "t", "f"):
+            flows[(e.cat, e.id)][e.raw] += 1
+    return flows
+
+
+def _assert_flows_whole(events: list[RawEvent], source: list[RawEvent]) -> None:
+    """Every flow of the output has all the ends it has in the source, and more than one
+    (some real flows have several ``f`` to one ``s``, or no other end at all)."""
+    every = _flows(source)
+    for flow, ends in _flows(events).items():
+        assert ends == every[flow], flow
+        assert sum(ends.values()) > 1, flow
+
+
+def _assert_metadata_follows(events: list[RawEvent], source: list[RawEvent]) -> None:
+    """The output's metadata events are exactly the source's for the processes and threads
+    its other events are on."""
+    pids = {e.pid for e in events if e.ph != "M"}
+    threads = {(e.pid, e.tid) for e in events if e.ph != "M"}
+
+    def wanted(m: RawEvent) -> bool:
+        thread = (m.name or "").startswith("thread_")
+        return (m.pid, m.tid) in threads if thread else m.pid in pids
+
+    got = collections.Counter(e.raw for e in events if e.ph == "M")
+    want = collections.Counter(m.raw for m in source if m.ph == "M" and wanted(m))
+    assert got == want
+
+
+@pytest.mark.parametrize("path", real_params())
+def test_split_every_real_trace(path: Path, tmp_path: Path) -> None:
+    """A real trace in three or four parts: each part loads and holds the metadata of what it
+    has, and together they hold every event of the source exactly once, byte for byte,
+    except the flow ends a split drops (of flows cut between parts, or without another end
+    in the source already). Flow ends are paired in file order, as viewers do: an ``id``
+    reused by later flows (hundreds of ends in hta/trace_diff__test) is not one flow."""
+    text = real_text(path)
+    source = raw_events(text)
+    # Each part holds the top-level keys and the metadata of what it has (39 MB of the 87 of
+    # hta/mtia_trace_single_rank): room for all of them and a third of the other events.
+    header = len(text) - sum(len(e.raw) for e in source if e.ph != "M")
+    max_bytes = header + max((len(text) - header) // 3, 4 * max(len(e.raw) for e in source))
+    out = tmp_path / "parts"
+    result = kinetrace.split_trace(path, max_bytes / 1e6, out_dir=out, gzip=False)
+    assert len(result.parts) >= 2 or len(source) < 8
+    together: collections.Counter[bytes] = collections.Counter()
+    for part in result.parts:
+        events = _output_events(part.path)
+        assert part.json_bytes <= max_bytes or result.oversized_parts > 0
+        _assert_metadata_follows(events, source)
+        together += _non_meta(events)
+    want = _non_meta(source)
+    assert not together - want, "events that are not the source's"
+    flows = {e.raw for e in source if e.ph in ("s", "t", "f")}
+    lost = want - together
+    assert set(lost) <= flows
+    assert sum(lost.values()) == result.flow_events_cut + result.flow_events_unpaired
+    assert sum(part.json_bytes > max_bytes for part in result.parts) <= result.oversized_parts
+    shutil.rmtree(out)  # ~90 MB for the largest: not kept for pytest's last three runs
+
+
+@pytest.mark.parametrize("path", real_params())
+def test_filter_every_real_trace(path: Path, tmp_path: Path) -> None:
+    """A real trace without its most common category and its slices under 1 µs: the output
+    loads and holds exactly the source's events that pass (byte for byte), only whole flows,
+    and the metadata of what remains."""
+    source = raw_events(real_text(path))
+    cats = collections.Counter(e.cat for e in source if e.ph not in ("M", "s", "t", "f") and e.cat)
+    drop = [cats.most_common(1)[0][0]] if cats else []
+    dst = tmp_path / "kept.json"
+    result = kinetrace.filter_trace(path, dst, exclude_cats=drop, min_dur_us=1.0)
+    events = _output_events(dst)
+    assert result.events_written == len(events)
+
+    def passes(e: RawEvent) -> bool:
+        return e.cat not in drop and (e.dur is None or e.dur >= 1.0)
+
+    others = [e for e in source if e.ph not in ("M", "s", "t", "f")]
+    kept = [e for e in events if e.ph not in ("M", "s", "t", "f")]
+    assert collections.Counter(e.raw for e in kept) == collections.Counter(
+        e.raw for e in others if passes(e)
+    )
+    _assert_flows_whole(events, source)
+    _assert_metadata_follows(events, source)
+    dst.unlink()

@@ -68,7 +68,7 @@ FORKED_SCRIPT = textwrap.dedent(
     import os, signal, sys, time
     from collections.abc import Sequence
     import kinetrace
-    from kinetrace import _workers
+    from kinetrace._export import workers as _workers
     from support.measure import warm_up
     from support.synthetic import SyntheticActivity, SyntheticResult
 

@@ -6,6 +6,7 @@ fidelity test goes through.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -15,7 +16,7 @@ import time
 import pytest
 
 import kinetrace
-from kinetrace import _workers
+from kinetrace._export import workers as _workers
 from support import T0
 from support.aftermath import temp_files
 from support.fakes import PID, FakeActivity, FakeResult
@@ -269,3 +270,31 @@ def test_device_ids_are_labelled_by_the_parent_pid(tmp_path):
     kinetrace.export_chrome_trace(result, tmp_path / "t.json", workers=3)
     text = (tmp_path / "t.json").read_text()
     assert '"labels":"CPU"' in text
+
+
+def test_a_ctrl_c_while_reaping_still_reaps_the_worker():
+    """A second Ctrl-C that lands while a failed export waits for a killed worker: the wait
+    goes on (no zombie left), then the interrupt is raised."""
+    pid = os.fork()
+    if pid == 0:  # the "worker": ends only when killed, 0.9 s after the interrupt
+        time.sleep(60)
+        os._exit(0)
+    worker = _workers._Worker(0, pid, -1, -1, None, (0, 0))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timers = [
+        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)),
+        threading.Timer(1.0, os.kill, (pid, signal.SIGKILL)),
+    ]
+    for timer in timers:
+        timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            worker.reap()
+    finally:
+        for timer in timers:
+            timer.cancel()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        signal.signal(signal.SIGINT, previous)
+    assert worker.reaped
+    assert _all_reaped([pid])

@@ -39,34 +39,46 @@ import pytest
 
 __all__ = [
     "BASE_LATENCY",
+    "PROMISED_LATENCY",
     "Sigint",
     "StageWatcher",
     "assert_prompt",
     "in_gc_callback",
     "interrupt_handler",
     "latency_bound",
+    "load_stretch",
     "resend_lost_interrupts",
     "send_sigint_soon",
 ]
 
-#: The interrupt latency allowed on an idle machine (seconds).
-BASE_LATENCY = 0.5
-#: The most the load may stretch it: still far below the runtime of the exports the tests
-#: interrupt (many seconds), so a missed interrupt still fails.
+#: The documented latency (docs/api.md, "Ctrl-C"): every wait and loop polls every 50 ms.
+PROMISED_LATENCY = 0.05
+#: The bound on a machine doing nothing else: the poll's 50 ms plus the work in hand when the
+#: signal comes (a batch being formatted, a chunk written to a slow FIFO, the writer's close):
+#: up to 0.22 s was measured on 2 cores with a test run beside it, so 0.25 s.
+BASE_LATENCY = 0.25
+#: The most the load may stretch it (to 1.5 s; a gc-callback test saw more than 0.6 s at load
+#: 14 on 2 cores): still below the runtime of the exports the tests interrupt (seconds), and
+#: each test also asserts that the interrupt came at all.
 MAX_STRETCH = 6.0
 
 
-def latency_bound() -> float:
-    """Seconds allowed between SIGINT and the ``KeyboardInterrupt``: :data:`BASE_LATENCY`
-    times the number of runnable tasks per core (the 1-minute load average), at least 1 and
-    at most :data:`MAX_STRETCH`."""
+def load_stretch() -> float:
+    """How much the machine's load stretches a wait: the runnable tasks per core (the
+    1-minute load average), at least 1 and at most :data:`MAX_STRETCH`."""
     try:
         load = os.getloadavg()[0]
     except OSError:  # not available here
         load = 0.0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    stretch = min(MAX_STRETCH, max(1.0, load / (cores or 1)))
-    return BASE_LATENCY * stretch
+    return min(MAX_STRETCH, max(1.0, load / (cores or 1)))
+
+
+def latency_bound() -> float:
+    """Seconds allowed between SIGINT and the ``KeyboardInterrupt``: :data:`BASE_LATENCY`
+    (the documented 50 ms poll plus the work in hand) times :func:`load_stretch`: 0.25 s
+    idle, 1.5 s at most."""
+    return BASE_LATENCY * load_stretch()
 
 
 def in_gc_callback(frame: FrameType | None) -> bool:
@@ -217,7 +229,9 @@ class StageWatcher(threading.Thread):
     ``kinetrace/<module>`` containing ``needle`` (e.g. ``read_batch(``): found by looking
     at the main thread's innermost Python frame every millisecond."""
 
-    def __init__(self, needle: str, action: Callable[[], None], module: str = "_export.py") -> None:
+    def __init__(
+        self, needle: str, action: Callable[[], None], module: str = "_export/export.py"
+    ) -> None:
         super().__init__(daemon=True, name=f"watch {needle}")
         self.module = module
         self.needle = needle

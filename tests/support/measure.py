@@ -178,7 +178,7 @@ class ExitSnapshot:
         self._undo: list[Any] = []
 
     def __enter__(self) -> ExitSnapshot:
-        from kinetrace import _workers
+        from kinetrace._export import workers as _workers
 
         ready_r, ready_w = os.pipe()
         go_r, go_w = os.pipe()

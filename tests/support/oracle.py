@@ -5,6 +5,7 @@ activity (``assert_reads``).
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -16,7 +17,7 @@ import torch.profiler._chrome_trace_export as torch_export
 import kinetrace
 from kinetrace._kinetrace import trimonth_base_ns
 from support.fakes import FIELDS, FakeActivity, FakeResult
-from support.traces import is_strict_json, read_trace, single_member_text, strict_loads
+from support.traces import read_trace, single_member_text
 
 #: Categories whose own correlation id is not written as "External id" (torch's list).
 EXCLUDED_CATEGORIES = frozenset(
@@ -139,8 +140,8 @@ def compare(
     actual = single_member_text(data) if name.endswith(".gz") else data
     assert_same_bytes(expected, actual)
     assert stats.uncompressed_bytes == len(actual)
-    if is_strict_json(actual):
-        assert stats.events == len(strict_loads(actual)["traceEvents"])
+    # torch's bytes may hold NaN / Infinity (not strict JSON): Python's parser reads them.
+    assert stats.events == len(json.loads(actual)["traceEvents"])
     assert stats.file_bytes == len(data)
     assert stats.path == path
     leftovers = [p.name for p in Path(path).parent.iterdir() if p.name.endswith(".kinetrace-tmp")]

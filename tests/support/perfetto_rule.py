@@ -1,6 +1,6 @@
 """A small, independent reference of the rule by which Perfetto's JSON importer drops complete
 (``X``) events for overlapping on a thread track (import stat
-``slice_drop_overlapping_complete_event``), to test ``src/overlap.rs`` against.
+``slice_drop_overlapping_complete_event``), to test ``src/tools/overlap.rs`` against.
 
 Written from Perfetto's trace processor (2025, before v57.1 spilled such events onto overflow
 tracks): the sorter's JSON order (``TraceSorter``: ts, then ``E`` first, ``X`` by decreasing

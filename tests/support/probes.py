@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from kinetrace import _extract
+from kinetrace._export import extract as _extract
 from support.synthetic import SyntheticActivity, SyntheticResult
 
 __all__ = [
@@ -23,7 +23,7 @@ __all__ = [
     "probed",
 ]
 
-#: How many activities ``_extract`` pulls per batch.
+#: How many activities ``_export.extract`` pulls per batch.
 BATCH = _extract.BATCH_SIZE
 #: A source long enough (several batches a pass) that a failure can come late.
 N_LATE = 40_000

@@ -1,0 +1,262 @@
+"""One exit status per cause for every tool subcommand (``kinetrace._cli.status``): each
+subcommand run in-process for each cause, the table in ``kinetrace --help`` and docs/api.md.
+A new tool subcommand joins by adding a row to :data:`TOOLS`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kinetrace import _cli
+from kinetrace._cli import status
+from support.cli import run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: subcommand -> (the argv for SRC and a destination in a folder, the library function its
+#: module calls). Each writes its output into ``out``; ``check`` writes none.
+TOOLS: dict[str, tuple[Callable[[Path, Path], list[str | Path]], str]] = {
+    "check": (lambda src, out: ["check", src], "check_trace"),
+    "repair": (lambda src, out: ["repair", src, out / "r.json"], "repair_trace"),
+    "compress": (lambda src, out: ["compress", src, out / "c.json.gz"], "compress_trace"),
+    "split": (lambda src, out: ["split", src, "--max-mb", "1", "--out-dir", out], "split_trace"),
+    "filter": (lambda src, out: ["filter", src, out / "f.json"], "filter_trace"),
+    "merge": (lambda src, out: ["merge", src, "-o", out / "m.json"], "merge_traces"),
+    "summary": (lambda src, out: ["summary", src, "--html", out / "s.html"], "summarize"),
+}
+
+EVENTS = [
+    {"ph": "X", "name": "a", "cat": "cpu_op", "ts": 1, "dur": 2, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "b", "cat": "kernel", "ts": 5, "dur": 2, "pid": 1, "tid": 2},
+]
+
+
+def _args(tool: str, src: Path | str, out: Path) -> list[str | Path]:
+    """``tool``'s argv for ``src``, writing into the folder ``out`` (made if missing and its
+    parent is a folder)."""
+    if out.parent.is_dir():
+        out.mkdir(exist_ok=True)
+    return TOOLS[tool][0](Path(src), out)
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": EVENTS}))
+    return path
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_done(tool, trace, tmp_path, capsys):
+    assert run(*_args(tool, trace, tmp_path / "out")) == status.DONE == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_not_a_trace_fails(tool, tmp_path, capsys):
+    src = tmp_path / "hello.json"
+    src.write_text("hello")
+    assert run(*_args(tool, src, tmp_path / "out")) == status.FAILED == 1
+    captured = capsys.readouterr()
+    assert "hello.json" in captured.out + captured.err
+
+
+def test_check_findings_fail(tmp_path):
+    """check's findings: a trace that does not load, or any warning with ``--strict``."""
+    src = tmp_path / "w.json"
+    src.write_text(json.dumps({"traceEvents": [{**EVENTS[0], "dur": -1}]}))
+    assert run("check", src) == status.DONE
+    assert run("check", "--strict", src) == status.FAILED
+
+
+@pytest.mark.parametrize("tool", [tool for tool in TOOLS if tool != "check"])
+def test_unwritable_output_fails(tool, trace, tmp_path, capsys):
+    """The output cannot be written (its folder is a file): a failure, not an unreadable
+    input."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert run(*_args(tool, trace, blocker / "out")) == status.FAILED
+    assert f"kinetrace {tool}: error: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("tool", [tool for tool in TOOLS if tool in ("repair", "compress")])
+def test_refusing_to_overwrite_fails(tool, trace, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = _args(tool, trace, out)
+    Path(argv[-1]).write_text("old")
+    assert run(*argv) == status.FAILED
+    assert Path(argv[-1]).read_text() == "old"
+    assert run(*argv[:1], "--force", *argv[1:]) == status.DONE
+
+
+def _missing(tmp_path: Path) -> Path:
+    return tmp_path / "missing.json"
+
+
+def _under_a_file(tmp_path: Path) -> Path:
+    (tmp_path / "file").write_text("{}")
+    return tmp_path / "file" / "t.json"
+
+
+def _directory(tmp_path: Path) -> Path:
+    (tmp_path / "dir").mkdir()
+    return tmp_path / "dir"
+
+
+def _io_error(tmp_path: Path) -> Path:
+    return Path("/proc/self/mem")  # opens, and reading its first byte fails with EIO
+
+
+def _no_permission(tmp_path: Path) -> Path:
+    if os.geteuid() == 0:
+        pytest.skip("root reads files whatever their mode")
+    path = tmp_path / "secret.json"
+    path.write_text(json.dumps({"traceEvents": EVENTS}))
+    path.chmod(0)
+    return path
+
+
+UNREADABLE = {
+    "missing": _missing,
+    "under a file": _under_a_file,
+    "directory": _directory,
+    "I/O error": _io_error,
+    "no permission": _no_permission,
+}
+
+
+@pytest.mark.parametrize("cause", UNREADABLE)
+@pytest.mark.parametrize("tool", TOOLS)
+def test_unreadable_input(tool, cause, tmp_path, capsys):
+    if not Path("/proc/self/mem").exists() and cause == "I/O error":
+        pytest.skip("no /proc/self/mem to fail a read")
+    src = UNREADABLE[cause](tmp_path)
+    if tool in ("merge", "summary") and cause == "directory":
+        # merge and summary read the traces in a directory: an empty one holds none.
+        assert run(*_args(tool, src, tmp_path / "out")) == status.FAILED
+        return
+    assert run(*_args(tool, src, tmp_path / "out")) == status.UNREADABLE == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kinetrace {tool}: error: cannot read {src}: "), err
+    assert os.listdir(tmp_path / "out") == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a FIFO")
+def test_a_fifo_input_loses_no_byte_to_the_check(tmp_path, capsys):
+    """A FIFO (``kinetrace check <(zcat t.json.gz)``) is only looked up before the work:
+    opening it would wait for a writer and reading would take the trace's first bytes."""
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    text = json.dumps({"traceEvents": EVENTS}).encode()
+
+    done = threading.Event()
+
+    def feed() -> None:
+        with open(fifo, "wb") as f:
+            f.write(text)
+        if not done.wait(30):  # a second open waits for a writer: give it an empty one
+            with open(fifo, "wb"):
+                pass
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        assert run("check", fifo) == status.DONE, capsys.readouterr()
+    finally:
+        done.set()
+        feeder.join(timeout=60)
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_input_gone_while_running_is_unreadable(tool, trace, tmp_path, monkeypatch):
+    """An ``OSError`` from the work while an input has gone meanwhile: unreadable input."""
+    module = getattr(_cli, "filter_" if tool == "filter" else tool)
+
+    def vanish(*args, **kwargs):
+        trace.unlink()
+        raise FileNotFoundError(2, f"{trace}: No such file or directory")
+
+    monkeypatch.setattr(module, TOOLS[tool][1], vanish)
+    assert run(*_args(tool, trace, tmp_path / "out")) == status.UNREADABLE
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_usage_error(tool, trace, tmp_path, capsys):
+    assert run(*_args(tool, trace, tmp_path / "out"), "--no-such-option") == status.USAGE == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_no_subcommand_is_a_usage_error(capsys):
+    assert run() == status.USAGE
+    assert "exit status" in capsys.readouterr().err
+
+
+def _stop(signum: int) -> Callable[..., None]:
+    def raise_(*args: object, **kwargs: object) -> None:
+        raise _cli.Stopped(signum)
+
+    return raise_
+
+
+def _raise(exc: BaseException) -> Callable[..., None]:
+    def raise_(*args: object, **kwargs: object) -> None:
+        raise exc
+
+    return raise_
+
+
+ENDINGS = {
+    "Ctrl-C": (_raise(KeyboardInterrupt()), 130),
+    "SIGTERM": (_stop(signal.SIGTERM), 143),
+    "SIGHUP": (_stop(signal.SIGHUP), 129),
+    "closed stdout": (_raise(BrokenPipeError(32, "Broken pipe")), 141),
+}
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+@pytest.mark.parametrize("tool", TOOLS)
+def test_signals_and_closed_stdout(tool, ending, trace, tmp_path, monkeypatch):
+    """What ``main`` does when the work stops (the real signals: ``test_signals.py``)."""
+    module = getattr(_cli, "filter_" if tool == "filter" else tool)
+    action, code = ENDINGS[ending]
+    monkeypatch.setattr(module, TOOLS[tool][1], action)
+    assert run(*_args(tool, trace, tmp_path / "out")) == code
+
+
+def test_every_tool_subcommand_is_tested():
+    """Every subcommand but ``demo`` and ``run`` (which run other code) is a tool with the
+    statuses of the table."""
+    names = {module.__name__.rsplit(".", 1)[1].rstrip("_") for module in _cli.SUBCOMMANDS}
+    assert names - {"demo", "run"} == set(TOOLS)
+
+
+def _table_text(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_help_states_the_table(capsys):
+    with pytest.raises(SystemExit):
+        _cli.main(["--help"])
+    out = _table_text(capsys.readouterr().out)
+    for code, cause in status.TABLE:
+        assert f"{code} {_table_text(cause)}" in out
+
+
+def test_api_md_states_the_table():
+    """docs/api.md's table of exit statuses is :data:`status.TABLE`, row for row."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    rows = [
+        tuple(cell.strip().strip("`") for cell in line.strip().strip("|").split("|"))
+        for line in text.splitlines()
+        if line.startswith("| `") and "|" in line[1:]
+    ]
+    codes = {code for code, _ in status.TABLE}
+    table = [row for row in rows if len(row) == 2 and row[0] in codes]
+    assert table == list(status.TABLE)
