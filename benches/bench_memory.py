@@ -21,7 +21,7 @@ count, the order alternating between rounds, with:
 - before each export, freed heap memory is given back to the system (``malloc_trim``), so
   that no export reuses what the one before it freed;
 - the documented budget, its fixed part plus bytes per activity, and the estimate the
-  default worker count uses (``kinetrace._workers.memory_estimate``).
+  default worker count uses (``kinetrace._export.workers.memory_estimate``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,10 @@ from typing import Any
 
 import benchlib  # noqa: F401  (puts tests/ on sys.path)
 
-from kinetrace import _bench, _export, _extract, _workers
+from kinetrace import _bench
+from kinetrace._export import export as _export
+from kinetrace._export import extract as _extract
+from kinetrace._export import workers as _workers
 from support.measure import ExitSnapshot, PeakRss, warm_up
 
 

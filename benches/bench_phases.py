@@ -5,14 +5,14 @@
 
 Each round exports a fresh profile of the ``shapes`` workload (``record_shapes=True``) once
 per worker count, each recorded just before its export, the order alternating between
-rounds. The phases are timed
-from outside the package: the functions of ``kinetrace._extract`` / ``kinetrace._workers``
-each phase runs, and the native exporter's blocking calls, are wrapped by timers before the
-export (forked workers inherit the wrappers) and every process appends its timings to one
-file. The table gives, per process and phase, the median over rounds of its wall time, of
-its main thread's CPU time, and when it ended (seconds since the call); ``other threads``
-is the CPU time of the process's other threads (the writer formatting and writing, the gzip
-threads) during the call, ``process cpu`` a worker's whole CPU time.
+rounds. The phases are timed from outside the package: the functions of
+``kinetrace._export.extract`` / ``kinetrace._export.workers`` each phase runs, and the
+native exporter's blocking calls, are wrapped by timers before the export (forked workers
+inherit the wrappers) and every process appends its timings to one file. The table gives,
+per process and phase, the median over rounds of its wall time, of its main thread's CPU
+time, and when it ended (seconds since the call); ``other threads`` is the CPU time of the
+process's other threads (the writer formatting and writing, the gzip threads) during the
+call, ``process cpu`` a worker's whole CPU time.
 
 Phases: ``trace_activities()``; ``fork`` (the parent's ``os.fork`` calls); in a worker,
 ``start`` (fork to its first instruction); ``first pass``; the base-time exchange (the
@@ -39,7 +39,10 @@ from typing import Any, ClassVar
 
 import benchlib
 
-from kinetrace import _bench, _export, _extract, _kinetrace, _workers
+from kinetrace import _bench, _kinetrace
+from kinetrace._export import export as _export
+from kinetrace._export import extract as _extract
+from kinetrace._export import workers as _workers
 
 _LOG: list[str] = []  # the file every process appends to
 
