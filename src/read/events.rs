@@ -597,7 +597,12 @@ pub(crate) fn scan_trace(
         File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
     let shared = file.try_clone().map_err(cannot_read)?;
     let len = shared.metadata().map_err(cannot_read)?.len();
-    let source = Source::detect(BufReader::with_capacity(BUF_SIZE, file)).map_err(cannot_read)?;
+    let mut source =
+        Source::detect(BufReader::with_capacity(BUF_SIZE, file)).map_err(cannot_read)?;
+    if options.threads >= 2 {
+        // A core to spare: gzip is inflated on it while this thread scans.
+        source = source.inflate_ahead();
+    }
     let chunked = Chunked::new(&shared, len, &source, options);
     let mut inp = Input::new(source, progress, MAX_DEPTH);
     inp.capture_limit = MAX_VALUE;
@@ -673,7 +678,8 @@ const SYNC_SEARCH: u64 = 256 << 10;
 /// How a trace file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ReadOptions {
-    /// Threads scanning chunks of a plain `.json` file (below 2: read by one thread).
+    /// Threads scanning chunks of a plain `.json` file (below 2: read by one thread); at 2
+    /// or more, gzip is inflated on a thread of its own while the reading thread scans.
     pub(crate) threads: usize,
     /// Bytes per chunk.
     pub(crate) chunk: usize,
@@ -1160,6 +1166,61 @@ mod tests {
     fn parallel_reads_see_what_a_sequential_read_sees() {
         let text = torch_like(300);
         assert_eq!(same_in_parallel(text.as_bytes()), Ok(text.len() as u64));
+    }
+
+    /// How scanning `bytes` ends (events told, the end) with `threads`.
+    fn scan(bytes: &[u8], threads: usize) -> (String, ReadEnd) {
+        let dir = scratch("events-gz");
+        let path = dir.join("t.json.gz");
+        std::fs::write(&path, bytes).unwrap();
+        let mut log = Log::default();
+        let options = ReadOptions {
+            threads,
+            chunk: CHUNK,
+        };
+        let end = scan_trace(&path, &mut log, &mut |_| Ok(()), options).unwrap();
+        (log.0, end)
+    }
+
+    fn gzip(text: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(text).unwrap();
+        z.finish().unwrap()
+    }
+
+    #[test]
+    fn gzip_inflated_ahead_reads_as_inflated_in_line() {
+        // Several blocks of inflated text, in one member and in three.
+        let text = torch_like(12_000);
+        assert!(text.len() > 4 * crate::read::members::BLOCK);
+        let one = gzip(text.as_bytes());
+        let (a, b) = text.as_bytes().split_at(text.len() / 3);
+        let (b, c) = b.split_at(b.len() / 2);
+        let three = [gzip(a), gzip(b), gzip(c)].concat();
+        let mut truncated = one.clone();
+        truncated.truncate(one.len() * 2 / 3);
+        let mut trailing = three.clone();
+        trailing.extend_from_slice(b"not gzip");
+        let mut padded = one.clone();
+        padded.extend_from_slice(&[0; 64]);
+        let small = gzip(torch_like(10).as_bytes());
+        for (what, bytes) in [
+            ("one member", &one),
+            ("three members", &three),
+            ("truncated", &truncated),
+            ("trailing data", &trailing),
+            ("zero padding", &padded),
+            ("small", &small),
+        ] {
+            let in_line = scan(bytes, 1);
+            let ahead = scan(bytes, 2);
+            assert_eq!(ahead.1, in_line.1, "{what}");
+            assert!(ahead.0 == in_line.0, "{what}: the events differ");
+        }
+        assert_eq!(scan(&three, 2).1.gzip_members, 3);
+        assert_eq!(scan(&three, 2).1.invalid, None);
+        assert!(scan(&truncated, 2).1.invalid.is_some());
     }
 
     #[test]

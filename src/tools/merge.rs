@@ -349,7 +349,7 @@ fn probe_base(path: &Path, progress: &mut dyn FnMut(u64) -> Result<()>) -> Resul
         || File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e));
     let source =
         Source::detect(BufReader::with_capacity(BUF_SIZE, open()?)).map_err(cannot_read)?;
-    let gzip = matches!(source, Source::Gzip(_));
+    let gzip = source.is_gzip();
     if let Some(head) = head_members(source) {
         if let Some(base) = base_in(head.iter().map(|(k, r)| (&k[..], &r[..])), path)? {
             return Ok(base);
