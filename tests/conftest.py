@@ -13,6 +13,7 @@ Hypothesis profiles (choose with ``HYPOTHESIS_PROFILE=<name>``):
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -21,6 +22,24 @@ from hypothesis import HealthCheck, settings
 # The tests import their shared helpers as ``support.<module>`` (tests/support/), also when
 # pytest is run on a single file or on tests/compat.
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def _deliverable_signals() -> None:
+    """The tests send SIGINT and SIGHUP to this process and to the processes it starts. A
+    run started in the background of a script (``cmd &`` ignores SIGINT) or under
+    ``nohup`` (SIGHUP) inherits them ignored, and an ignored signal stays ignored across
+    ``exec``: Ctrl-C would never reach the programs under test. Python's own SIGINT handler
+    is put back, and SIGHUP gets one that does nothing here (the run stays immune to a
+    hang-up, as asked); a signal with a handler is reset to its default in a new program."""
+    if not hasattr(signal, "SIGHUP"):
+        return
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, lambda signum, frame: None)
+
+
+_deliverable_signals()
 
 _common = {
     "deadline": None,

@@ -194,6 +194,29 @@ def test_sighup_stops_a_tool_like_sigterm(
     assert list(tmp_path.iterdir()) == []
 
 
+#: Runs the command line after it with SIGHUP ignored, as ``nohup`` does (an ignored signal
+#: stays ignored across ``exec``).
+NOHUP = (
+    "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP")
+def test_a_tool_started_under_nohup_outlives_a_hangup(
+    source: Path, source_gz: Path, tmp_path: Path
+) -> None:
+    """``nohup kinetrace compress ...``: the user asked for the hang-up to be ignored, so
+    the tool finishes its work (a SIGHUP it handled would have stopped it with 129)."""
+    argv = _commands(source, source_gz, tmp_path)["compress"]
+    status, err = _run_until(
+        [sys.executable, "-c", NOHUP, *argv], tmp_path, FIRST_TEMP, signal.SIGHUP
+    )
+    assert status == 0, err
+    assert [p.name for p in tmp_path.iterdir()] == ["c.json.gz"]
+    assert kinetrace.check_trace(tmp_path / "c.json.gz").valid
+
+
 def test_sigterm_removes_the_folders_split_made(source: Path, tmp_path: Path) -> None:
     parts = tmp_path / "new" / "parts"
     argv = _kinetrace("split", source, "--max-mb", "20", "--out-dir", parts)

@@ -116,8 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 @contextlib.contextmanager
 def _stop_signals(enabled: bool) -> Iterator[None]:
     """SIGTERM and SIGHUP raise :class:`Stopped` while the block runs (in the main thread
-    only: Python runs signal handlers there). After one, they stay ignored: the process is
-    on its way out."""
+    only: Python runs signal handlers there), unless they were ignored when it began (as
+    ``nohup`` ignores SIGHUP). After one, they stay ignored: the process is on its way out."""
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -134,7 +134,13 @@ def _stop_signals(enabled: bool) -> Iterator[None]:
             signal.signal(other, signal.SIG_IGN)
         raise Stopped(signum)
 
-    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    # A signal ignored when the tool started stays ignored: `nohup kinetrace ...` must
+    # outlive the terminal.
+    previous = {
+        signum: signal.signal(signum, stop)
+        for signum in STOP_SIGNALS
+        if signal.getsignal(signum) != signal.SIG_IGN
+    }
     try:
         yield
     finally:
