@@ -13,7 +13,8 @@ to ``status.run_tool``, which checks the inputs and maps what the work raises).
   tool like Ctrl-C does: the signal becomes an exception at the next point where the work
   answers Ctrl-C (every ~50 ms), every file the tool created is removed on the way out, and
   the exit status is 128 + the signal's number; more stop signals meanwhile are ignored, so
-  they cannot cut the cleanup short. Ctrl-C exits with 130. ``kinetrace run`` leaves the
+  they cannot cut the cleanup short. Ctrl-C exits with 130. A stop signal ignored when the
+  tool started stays ignored (``nohup`` ignores SIGHUP). ``kinetrace run`` leaves the
   signals to the script it runs.
 - A closed stdout (``kinetrace check big.json | head -3``) ends the tool quietly with exit
   status 141 (128 + SIGPIPE), as other Unix tools end, without a traceback.
