@@ -28,6 +28,14 @@ impl Drop for ScratchDir {
     }
 }
 
+/// `data` as one gzip member at `level` (0-9).
+pub(crate) fn gzip_member(data: &[u8], level: u32) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
 /// A new scratch directory whose name includes `name`.
 pub(crate) fn scratch(name: &str) -> ScratchDir {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

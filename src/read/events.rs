@@ -1183,10 +1183,7 @@ mod tests {
     }
 
     fn gzip(text: &[u8]) -> Vec<u8> {
-        use std::io::Write;
-        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        z.write_all(text).unwrap();
-        z.finish().unwrap()
+        crate::testing::gzip_member(text, 1)
     }
 
     #[test]

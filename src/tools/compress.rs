@@ -74,9 +74,7 @@ mod tests {
     }
 
     fn gz(data: &[u8]) -> Vec<u8> {
-        let mut e = GzEncoder::new(Vec::new(), Compression::new(6));
-        e.write_all(data).unwrap();
-        e.finish().unwrap()
+        crate::testing::gzip_member(data, 6)
     }
 
     fn single_member(blob: &[u8]) -> Vec<u8> {

@@ -2314,9 +2314,7 @@ mod tests {
     }
 
     fn gzip(text: &str) -> Vec<u8> {
-        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
-        e.write_all(text.as_bytes()).unwrap();
-        e.finish().unwrap()
+        crate::testing::gzip_member(text.as_bytes(), 1)
     }
 
     fn parse(path: &Path) -> Value {

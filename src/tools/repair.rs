@@ -1470,9 +1470,7 @@ mod tests {
     use std::io::Write;
 
     fn gz(data: &[u8]) -> Vec<u8> {
-        let mut e = GzEncoder::new(Vec::new(), Compression::new(6));
-        e.write_all(data).unwrap();
-        e.finish().unwrap()
+        crate::testing::gzip_member(data, 6)
     }
 
     fn plain() -> RepairOptions {
