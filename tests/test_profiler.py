@@ -596,3 +596,12 @@ def test_add_metadata_is_escaped_as_json(tmp_path):
     assert trace["path"] == "C:\\dir\\x\\"
     assert trace["note"] == 'plain "quoted" é text'
     assert prof._trace_metadata["note"] == '"' + 'plain "quoted" é text'.replace('"', '\\"') + '"'
+
+
+def test_the_lazily_imported_names_are_the_profiler_modules_own() -> None:
+    """``kinetrace`` names the profiler API without importing torch (``_PROFILER_NAMES``, for
+    its lazy ``__getattr__``): a name added to the module but not there would be missing
+    from ``kinetrace``, one left there after removal would raise AttributeError late."""
+    assert kinetrace._PROFILER_NAMES == set(_profiler.__all__)
+    for name in _profiler.__all__:
+        assert getattr(kinetrace, name) is getattr(_profiler, name)
