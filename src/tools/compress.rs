@@ -55,9 +55,7 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::testing::{entries, scratch};
-    use flate2::write::GzEncoder;
-    use flate2::Compression;
-    use std::io::{self, Read, Write};
+    use std::io::{self, Read};
 
     const EVENT: &str = r#"{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":7,"tid":7,"ts":10.5,"dur":800.25,"args":{"External id": 1}}"#;
 

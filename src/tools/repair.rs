@@ -1464,10 +1464,7 @@ mod tests {
     use super::*;
     use crate::error::FormatKind;
     use crate::testing::{scratch, Damage};
-    use flate2::write::GzEncoder;
-    use flate2::Compression;
     use std::fmt::Write as _;
-    use std::io::Write;
 
     fn gz(data: &[u8]) -> Vec<u8> {
         crate::testing::gzip_member(data, 6)
