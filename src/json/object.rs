@@ -1,6 +1,8 @@
 //! The members of a JSON object's text (valid JSON, as the scanner reads it): the one lookup
 //! of a member by key, whose rule for a key written twice is the caller's.
 
+use std::borrow::Cow;
+
 use crate::json::scan::Scanner;
 
 /// Which of a key's members a lookup answers when the object has the key more than once.
@@ -58,6 +60,94 @@ pub(crate) fn string_body(value: &[u8]) -> Option<&[u8]> {
     Some(body)
 }
 
+/// Tells `f` each member of the JSON object `obj` in order: the key's text between its
+/// quotes as written, and the value as written. `None` when the scanner cannot read the
+/// object (what `f` was told by then stands).
+pub(crate) fn for_each_member<'a>(
+    obj: &'a [u8],
+    mut f: impl FnMut(&'a [u8], &'a [u8]),
+) -> Option<()> {
+    let mut s = Scanner::new(obj);
+    if s.ws()? != b'{' {
+        return None;
+    }
+    s.pos += 1;
+    if s.ws()? == b'}' {
+        return Some(());
+    }
+    loop {
+        let k = s.key()?;
+        s.ws()?;
+        let start = s.pos;
+        s.value(1)?;
+        f(&obj[k.start..k.end], &obj[start..s.pos]);
+        match s.ws()? {
+            b',' => s.pos += 1,
+            b'}' => return Some(()),
+            _ => return None,
+        }
+    }
+}
+
+/// The text a JSON string's body (between its quotes, as written) stands for, escapes
+/// decoded; a lone surrogate escape (`\ud800`, which no UTF-8 text can hold) becomes U+FFFD.
+/// `None` for a malformed escape.
+pub(crate) fn unescaped(body: &[u8]) -> Option<Cow<'_, [u8]>> {
+    if !body.contains(&b'\\') {
+        return Some(Cow::Borrowed(body));
+    }
+    let mut out = Vec::with_capacity(body.len());
+    let mut i = 0;
+    while let Some(&b) = body.get(i) {
+        i += 1;
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        let e = *body.get(i)?;
+        i += 1;
+        let decoded = match e {
+            b'"' | b'\\' | b'/' => e,
+            b'b' => 8,
+            b'f' => 12,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => {
+                let (cp, used) = code_point(&body[i..])?;
+                i += used;
+                let c = char::from_u32(cp).unwrap_or(char::REPLACEMENT_CHARACTER);
+                out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                continue;
+            }
+            _ => return None,
+        };
+        out.push(decoded);
+    }
+    Some(Cow::Owned(out))
+}
+
+/// The code point of `\uXXXX` (after the `\u`), a surrogate pair joined: (code point, bytes
+/// used); a lone surrogate is U+FFFD.
+fn code_point(text: &[u8]) -> Option<(u32, usize)> {
+    let hex4 = |t: &[u8]| -> Option<u32> {
+        let digits = std::str::from_utf8(t.get(..4)?).ok()?;
+        u32::from_str_radix(digits, 16).ok()
+    };
+    let high = hex4(text)?;
+    if !(0xD800..0xDC00).contains(&high) {
+        let lone_low = (0xDC00..0xE000).contains(&high);
+        return Some((if lone_low { 0xFFFD } else { high }, 4));
+    }
+    match text.get(4..6) {
+        Some(b"\\u") => match hex4(&text[6..])? {
+            low @ 0xDC00..0xE000 => Some((0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00), 10)),
+            _ => Some((0xFFFD, 4)),
+        },
+        _ => Some((0xFFFD, 4)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +171,34 @@ mod tests {
         let cut = br#"{"a": 1, "b": "#;
         assert_eq!(member(cut, b"a", Duplicates::First), Some(&b"1"[..]));
         assert_eq!(member(cut, b"a", Duplicates::Last), None);
+    }
+
+    #[test]
+    fn members_are_told_in_order_as_written() {
+        let mut seen = Vec::new();
+        let obj = br#"{"a": 1, "b\"c": {"d": [2]}, "a": "x"}"#;
+        assert_eq!(for_each_member(obj, |k, v| seen.push((k, v))), Some(()));
+        assert_eq!(
+            seen,
+            vec![
+                (&b"a"[..], &b"1"[..]),
+                (&br#"b\"c"#[..], &br#"{"d": [2]}"#[..]),
+                (&b"a"[..], &br#""x""#[..])
+            ]
+        );
+        assert_eq!(for_each_member(b"{}", |_, _| panic!("no member")), Some(()));
+        assert_eq!(for_each_member(b"[1]", |_, _| ()), None);
+    }
+
+    #[test]
+    fn escapes_decode_to_the_text_they_stand_for() {
+        let text = |body: &[u8]| String::from_utf8(unescaped(body).unwrap().into_owned()).unwrap();
+        assert_eq!(text(b"plain"), "plain");
+        assert_eq!(text(br#"a\"b\\c\/d\n\t"#), "a\"b\\c/d\n\t");
+        assert_eq!(text(br"\u00e9\ud83d\ude00"), "\u{e9}\u{1F600}");
+        assert_eq!(text(br"\ud800x"), "\u{FFFD}x");
+        assert_eq!(text(br"\udc00"), "\u{FFFD}");
+        assert_eq!(unescaped(br"\q"), None);
+        assert_eq!(unescaped(br"\u12"), None);
     }
 }

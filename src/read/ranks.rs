@@ -1,7 +1,50 @@
 //! Which rank a trace file is: its header's `distributedInfo.rank`, else what its name says.
 //! `merge` and `summary` find ranks the same way.
 
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
 use crate::json::object::{member, member_value, Duplicates};
+
+/// A file's rank and where it came from (`distributedInfo`, `file name`, `order`).
+pub(crate) type RankFrom = (i64, &'static str);
+
+/// The rank of the file at `path`, `index` in its list, as `merge` gives it.
+pub(crate) fn rank_of(path: &Path, distributed: Option<i64>, index: usize) -> RankFrom {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match (distributed, rank_in_name(&name)) {
+        (Some(r), _) => (r, "distributedInfo"),
+        (None, Some(r)) => (r, "file name"),
+        (None, None) => (index as i64, "order"),
+    }
+}
+
+/// Ranks as `merge` gives them to `paths` (each with its `distributedInfo.rank`, if any):
+/// `distributedInfo.rank`, else a number in the file name, else the position; refused when
+/// two files claim one rank (`what` says what to do instead).
+pub(crate) fn assign_ranks(
+    paths: &[PathBuf],
+    distributed: &[Option<i64>],
+    what: &str,
+) -> Result<Vec<RankFrom>> {
+    let mut ranks: Vec<RankFrom> = Vec::with_capacity(paths.len());
+    for (i, path) in paths.iter().enumerate() {
+        let (rank, from) = rank_of(path, distributed[i], i);
+        if let Some(j) = ranks.iter().position(|&(r, _)| r == rank) {
+            return Err(Error::InvalidArgument(format!(
+                "{} ({}) and {} ({from}) are both rank {rank}: {what}",
+                paths[j].display(),
+                ranks[j].1,
+                path.display(),
+            )));
+        }
+        ranks.push((rank, from));
+    }
+    Ok(ranks)
+}
 
 /// The rank in the header member `"distributedInfo": {...}` (its text as written), when an
 /// integer; of a key written twice, the last (as a viewer reads it).

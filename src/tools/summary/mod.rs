@@ -22,7 +22,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use crate::error::{Error, Result};
 use crate::output::interrupt::POLL;
 use crate::read::events::{scan_trace, ReadOptions};
-use crate::read::ranks::rank_in_name;
+use crate::read::ranks::{assign_ranks, RankFrom};
 
 use self::events::{Collected, Rules};
 use self::report::RankSummary;
@@ -126,34 +126,11 @@ fn read_all(
     })
 }
 
-/// A file's rank and where it came from.
-type RankFrom = (i64, &'static str);
-
-/// Ranks as `merge` gives them: `distributedInfo.rank`, else a number in the file name,
-/// else the position; refused when two files claim one rank.
+/// Ranks as `merge` gives them (`read/ranks.rs`).
 fn merge_ranks(paths: &[PathBuf], reads: &[Read]) -> Result<Vec<RankFrom>> {
-    let mut ranks: Vec<RankFrom> = Vec::with_capacity(reads.len());
-    for (i, read) in reads.iter().enumerate() {
-        let name = paths[i]
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let (rank, from) = match (read.collected.distributed_rank, rank_in_name(&name)) {
-            (Some(r), _) => (r, "distributedInfo"),
-            (None, Some(r)) => (r, "file name"),
-            (None, None) => (i as i64, "order"),
-        };
-        if let Some(j) = ranks.iter().position(|&(r, _)| r == rank) {
-            return Err(Error::InvalidArgument(format!(
-                "{} ({}) and {} ({from}) are both rank {rank}: summarise them separately",
-                paths[j].display(),
-                ranks[j].1,
-                paths[i].display(),
-            )));
-        }
-        ranks.push((rank, from));
-    }
-    Ok(ranks)
+    let distributed: Vec<Option<i64>> =
+        reads.iter().map(|r| r.collected.distributed_rank).collect();
+    assign_ranks(paths, &distributed, "summarise them separately")
 }
 
 /// Summarises the traces at `paths` (one rank each) under `rules`, reading on up to
