@@ -242,7 +242,7 @@ impl<'a, 'py> Reader<'a, 'py> {
     }
 
     fn row(&self, i: usize) -> PyResult<Row<'py>> {
-        if i % SIGNAL_CHECK_ROWS == 0 {
+        if i.is_multiple_of(SIGNAL_CHECK_ROWS) {
             self.py.check_signals()?;
         }
         if self.acc.direct {

@@ -1892,7 +1892,7 @@ mod tests {
             for _ in 0..1 + damage.next() % 4 {
                 damage.edit(&mut bytes, specials);
             }
-            if damage.next() % 4 == 0 {
+            if damage.next().is_multiple_of(4) {
                 let cut = (damage.next() % bytes.len() as u64) as usize;
                 bytes.truncate(cut);
             }
