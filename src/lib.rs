@@ -5,13 +5,15 @@
 //!
 //! - `python` (feature `python`): the bindings, the crate's only entry point (`_Exporter` and
 //!   the module in `mod.rs`), one file per tool family:
-//!   `python::{reader, fallback, gzip_writer, check, repair, compress, split, merge, summary}`,
+//!   `python::{reader, fallback, gzip_writer, check, repair, compress, split, merge, summary,
+//!   parquet}`,
 //!   with `python::interrupt` (the one way a binding waits) and `python::errors` (error to
 //!   exception).
 //! - `tools`: the tools over existing trace files: `tools::check` (trace rules),
 //!   `tools::repair`, `tools::compress`, `tools::split` (`split` / `filter`, and `keep=` /
 //!   `split_mb=` at export time), `tools::merge`, `tools::summary` (where each rank's GPU
-//!   time went: `tools::summary::{events, intervals, exact, hta, report}`); `tools::overlap`
+//!   time went: `tools::summary::{events, intervals, exact, hta, report}`), `tools::parquet`
+//!   (trace files as one Parquet dataset: `tools::parquet::{rows, table}`); `tools::overlap`
 //!   (Perfetto's rule for overlapping slices), `tools::parts` (the time-window plan and part
 //!   writers split and merge share) and `tools::report` (one kind counted with its first
 //!   places: check's findings and repair's changes, and the collector of both).

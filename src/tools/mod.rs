@@ -1,5 +1,5 @@
 //! The tools over existing trace files, one module each: `check`, `repair`, `compress`,
-//! `split` (with `filter`), `merge`, `summary`; `overlap` (Perfetto's rule for overlapping
+//! `split` (with `filter`), `merge`, `summary`, `parquet`; `overlap` (Perfetto's rule for overlapping
 //! slices, used by check and repair), `parts` (the time-window plan and part writers split and
 //! merge share) and `report` (the counted findings and changes of check and repair, and their
 //! collector).
@@ -8,6 +8,7 @@ pub(crate) mod check;
 pub(crate) mod compress;
 pub(crate) mod merge;
 pub(crate) mod overlap;
+pub(crate) mod parquet;
 pub(crate) mod parts;
 pub(crate) mod repair;
 pub(crate) mod report;

@@ -1,0 +1,370 @@
+//! `parquet`: trace files as one Parquet dataset (`kinetrace parquet`, docs/parquet.md):
+//! `events/`, `flows/`, `tracks/` and `meta/`, each partitioned by rank the Hive way.
+//!
+//! Each file is read once by the crate's reader into its rows (`rows.rs`), which are then
+//! written in time order (`table.rs`); files are read and written on worker threads, one
+//! file each at a time (a single plain `.json` is itself read in parallel chunks). The
+//! dataset is made in a private folder beside `DIR` and renamed into place when every file
+//! is written: a failure or Ctrl-C leaves nothing behind, and an existing `DIR` is replaced
+//! (with `force`) only then. Ranks are found as `merge` finds them.
+
+pub(crate) mod rows;
+pub(crate) mod table;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+
+use crate::error::{Error, Result};
+use crate::json::render::push_json_string;
+use crate::output::interrupt::POLL;
+use crate::output::temps::private_dir_name;
+use crate::read::events::{scan_trace, ReadOptions};
+use crate::read::ranks::{assign_ranks, RankFrom};
+
+use self::rows::{Rows, SEQ, TS};
+use self::table::{int, string, Def, Table, SCHEMA_VERSION};
+
+/// The file that marks a folder as a kinetrace dataset (what `force` may replace).
+pub(crate) const MARKER: &str = "_kinetrace.json";
+
+/// `meta`'s columns (docs/parquet.md), one row per rank.
+const META: &[Def] = &[
+    string("source"),
+    string("rank_from"),
+    int("base_time_ns"),
+    string("schema_version"),
+    string("device_properties"),
+    string("distributed_info"),
+    string("header"),
+    int("events"),
+    int("flows"),
+    int("tracks"),
+    int("json_bytes"),
+    int("kinetrace_schema"),
+];
+
+/// How a dataset is written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ParquetOptions {
+    /// Replace an existing dataset at `DIR`.
+    pub(crate) force: bool,
+    /// Files read and written at once.
+    pub(crate) threads: usize,
+    /// zstd's level (1-22).
+    pub(crate) zstd_level: i32,
+}
+
+/// A source and the name the dataset gives it (`meta.source`): its path, or what the
+/// caller calls it (a profile exported through a FIFO).
+pub(crate) type Named = (PathBuf, String);
+
+/// What one source became.
+#[derive(Debug, Clone)]
+pub(crate) struct RankWritten {
+    pub(crate) source: String,
+    pub(crate) rank: i64,
+    pub(crate) rank_from: &'static str,
+    /// Rows of `events`, `flows` and `tracks`.
+    pub(crate) rows: [u64; 3],
+    pub(crate) json_bytes: u64,
+}
+
+/// What a source's worker reports: its `distributedInfo.rank`, the rows of `events`,
+/// `flows` and `tracks`, and the JSON bytes read.
+type Done = (Option<i64>, [u64; 3], u64);
+
+/// One source read and written under the temporary folder (its rank not yet known to be
+/// unique).
+struct Converted {
+    distributed_rank: Option<i64>,
+    rows: Rows,
+    json_bytes: u64,
+}
+
+/// Reads the trace at `path` into rows.
+fn read_one(
+    path: &Path,
+    options: ReadOptions,
+    read: &AtomicU64,
+    stop: &AtomicBool,
+) -> Result<Converted> {
+    let mut rows = Rows::new();
+    let mut last = 0;
+    let mut progress = |at: u64| {
+        read.fetch_add(at.saturating_sub(last), Ordering::Relaxed);
+        last = at;
+        if stop.load(Ordering::Relaxed) {
+            Err(Error::Interrupted)
+        } else {
+            Ok(())
+        }
+    };
+    let end = scan_trace(path, &mut rows, &mut progress, options)?;
+    if let Some(invalid) = end.invalid {
+        return Err(Error::trace_format(path, invalid));
+    }
+    rows.add_base_time().ok_or_else(|| {
+        Error::not_a_trace(path, "a ts plus baseTimeNanoseconds is beyond 64-bit ns")
+    })?;
+    Ok(Converted {
+        distributed_rank: rows.header.distributed_rank,
+        rows,
+        json_bytes: end.json_bytes,
+    })
+}
+
+/// Writes one source's tables under `tmp` as `TABLE/rank=R/part-NNNNN.parquet` (`index`:
+/// the source's place in the list).
+fn write_one(
+    tmp: &Path,
+    c: &Converted,
+    (index, source): (usize, &str),
+    (rank, rank_from): RankFrom,
+    options: ParquetOptions,
+    check: &dyn Fn() -> Result<()>,
+) -> Result<()> {
+    let file = format!("part-{index:05}.parquet");
+    let place = |table: &str| -> Result<PathBuf> {
+        let dir = tmp.join(table).join(format!("rank={rank}"));
+        fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+        Ok(dir.join(&file))
+    };
+    let r = &c.rows;
+    for (name, table) in [
+        ("events", &r.events),
+        ("flows", &r.flows),
+        ("tracks", &r.tracks),
+    ] {
+        let order = table.time_order(TS, SEQ);
+        table.write(&place(name)?, &order, options.zstd_level, check)?;
+    }
+    let h = &r.header;
+    let [events, flows, tracks] = r.counts();
+    let mut meta = Table::new(META);
+    meta.str(0, Some(source.as_bytes()))
+        .str(1, Some(rank_from.as_bytes()))
+        .int(2, Some(h.base_time_ns.unwrap_or(0)))
+        .str(3, h.schema_version.as_deref())
+        .str(4, h.device_properties.as_deref())
+        .str(5, h.distributed_info.as_deref())
+        .str(
+            6,
+            Some(&[&h.text[..], b"}"].concat())
+                .filter(|_| !h.text.is_empty())
+                .map(|v| &v[..]),
+        )
+        .int(7, Some(events as i64))
+        .int(8, Some(flows as i64))
+        .int(9, Some(tracks as i64))
+        .int(10, Some(c.json_bytes as i64))
+        .int(11, Some(SCHEMA_VERSION))
+        .end_row();
+    meta.write(&place("meta")?, &[0], options.zstd_level, check)
+}
+
+/// Converts the traces at `paths` (one rank each) into a dataset at `out`; `progress` is
+/// told the JSON bytes read so far, on the calling thread between waits (its error stops
+/// the work). Ranks come back in the order of `paths`.
+pub(crate) fn to_parquet(
+    sources: &[Named],
+    out: &Path,
+    options: ParquetOptions,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<Vec<RankWritten>> {
+    if sources.is_empty() {
+        return Err(Error::InvalidArgument("no trace file given".into()));
+    }
+    if !(1..=22).contains(&options.zstd_level) {
+        return Err(Error::InvalidArgument(format!(
+            "the zstd level must be 1 to 22, not {}",
+            options.zstd_level
+        )));
+    }
+    check_replaceable(out, options.force)?;
+    progress(0)?;
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = parent.join(private_dir_name(&parent));
+    fs::create_dir(&tmp).map_err(|e| Error::io(format!("cannot create {}", tmp.display()), e))?;
+    let result = convert_all(sources, &tmp, options, progress).and_then(|written| {
+        // The last chance to stop: after the rename the dataset is there.
+        progress(written.iter().map(|w| w.json_bytes).sum())?;
+        write_marker(&tmp, &written)?;
+        put_in_place(&tmp, out, options.force)?;
+        Ok(written)
+    });
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+/// Refuses an existing `out` unless `force` and it is a kinetrace dataset or an empty folder.
+fn check_replaceable(out: &Path, force: bool) -> Result<()> {
+    let Ok(meta) = fs::symlink_metadata(out) else {
+        return Ok(());
+    };
+    let exists = |why: &str| {
+        Error::io(
+            format!("{} {why}", out.display()),
+            std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+        )
+    };
+    if !force {
+        return Err(exists("exists: pass --force (force=True) to replace it"));
+    }
+    let empty = meta.is_dir() && fs::read_dir(out).is_ok_and(|mut d| d.next().is_none());
+    if meta.is_dir() && (empty || out.join(MARKER).is_file()) {
+        return Ok(());
+    }
+    Err(exists(
+        "is not a kinetrace dataset (no _kinetrace.json), so --force does not replace it",
+    ))
+}
+
+/// Reads and writes every source on up to `options.threads` threads.
+fn convert_all(
+    sources: &[Named],
+    tmp: &Path,
+    options: ParquetOptions,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<Vec<RankWritten>> {
+    let paths: Vec<PathBuf> = sources.iter().map(|(p, _)| p.clone()).collect();
+    let paths = &paths[..];
+    let workers = options.threads.clamp(1, paths.len());
+    let read_options = if paths.len() == 1 {
+        ReadOptions::default()
+    } else {
+        ReadOptions {
+            threads: 1,
+            ..ReadOptions::default()
+        }
+    };
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let read = AtomicU64::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Result<Done>)>();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (next, stop, read) = (&next, &stop, &read);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= paths.len() || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let check = || {
+                    if stop.load(Ordering::Relaxed) {
+                        Err(Error::Interrupted)
+                    } else {
+                        Ok(())
+                    }
+                };
+                let done = read_one(&paths[i], read_options, read, stop).and_then(|c| {
+                    let rank = crate::read::ranks::rank_of(&paths[i], c.distributed_rank, i);
+                    write_one(tmp, &c, (i, &sources[i].1), rank, options, &check)?;
+                    Ok((c.distributed_rank, c.rows.counts(), c.json_bytes))
+                });
+                if tx.send((i, done)).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut done: Vec<Option<Done>> = vec![None; paths.len()];
+        let mut failure = None;
+        loop {
+            match rx.recv_timeout(POLL) {
+                Ok((i, Ok(d))) => done[i] = Some(d),
+                Ok((_, Err(e))) => {
+                    stop.store(true, Ordering::Relaxed);
+                    failure.get_or_insert(e);
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(e) = progress(read.load(Ordering::Relaxed)) {
+                        stop.store(true, Ordering::Relaxed);
+                        failure.get_or_insert(e);
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let done = done.into_iter().map(|d| d.expect("every file converted"));
+        ranked(sources, done.collect())
+    })
+}
+
+/// Each source's report with its rank, refused when two sources claim one rank.
+fn ranked(sources: &[Named], done: Vec<Done>) -> Result<Vec<RankWritten>> {
+    let distributed: Vec<Option<i64>> = done.iter().map(|d| d.0).collect();
+    let paths: Vec<PathBuf> = sources.iter().map(|(p, _)| p.clone()).collect();
+    let ranks = assign_ranks(&paths, &distributed, "convert them into separate datasets")?;
+    Ok(done
+        .into_iter()
+        .zip(ranks)
+        .zip(sources)
+        .map(
+            |(((_, rows, json_bytes), (rank, rank_from)), (_, name))| RankWritten {
+                source: name.clone(),
+                rank,
+                rank_from,
+                rows,
+                json_bytes,
+            },
+        )
+        .collect())
+}
+
+/// `_kinetrace.json`: the schema version and each rank's source.
+fn write_marker(tmp: &Path, written: &[RankWritten]) -> Result<()> {
+    let mut text = format!("{{\"schema\": {SCHEMA_VERSION}, \"ranks\": [").into_bytes();
+    for (i, w) in written.iter().enumerate() {
+        if i > 0 {
+            text.extend_from_slice(b", ");
+        }
+        text.extend_from_slice(format!("{{\"rank\": {}, \"source\": ", w.rank).as_bytes());
+        push_json_string(&mut text, w.source.as_bytes());
+        text.push(b'}');
+    }
+    text.extend_from_slice(b"]}\n");
+    let path = tmp.join(MARKER);
+    fs::write(&path, text).map_err(|e| Error::io(format!("cannot write {}", path.display()), e))
+}
+
+/// Renames the finished dataset `tmp` to `out`; an existing `out` (checked replaceable) is
+/// moved aside first and removed once the new one is in place.
+fn put_in_place(tmp: &Path, out: &Path, force: bool) -> Result<()> {
+    let rename = |from: &Path, to: &Path| {
+        fs::rename(from, to).map_err(|e| {
+            Error::io(
+                format!("cannot rename {} to {}", from.display(), to.display()),
+                e,
+            )
+        })
+    };
+    if force && fs::symlink_metadata(out).is_ok() {
+        check_replaceable(out, force)?;
+        let parent = tmp.parent().unwrap_or(Path::new("."));
+        let old = parent.join(private_dir_name(parent));
+        rename(out, &old)?;
+        if let Err(e) = rename(tmp, out) {
+            let _ = fs::rename(&old, out);
+            return Err(e);
+        }
+        let _ = fs::remove_dir_all(&old);
+        return Ok(());
+    }
+    // Never over something made meanwhile: rename(2) would replace an empty folder.
+    if fs::symlink_metadata(out).is_ok() {
+        return check_replaceable(out, false);
+    }
+    rename(tmp, out)
+}

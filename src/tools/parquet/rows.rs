@@ -1,0 +1,344 @@
+//! What one trace file becomes: its events, flow ends and metadata events as rows of the
+//! dataset's tables (docs/parquet.md), and its header; told by the crate's reader (a
+//! [`Visitor`] over `read/events.rs`).
+
+use std::borrow::Cow;
+
+use crate::error::Result;
+use crate::json::decimal::{parse_int, Decimal};
+use crate::json::object::{
+    for_each_member, member, member_value, string_body, unescaped, Duplicates,
+};
+use crate::read::events::{Event, Visitor, SLOT_ID, SLOT_PID, SLOT_TS};
+use crate::read::filter::Binder;
+use crate::read::ranks::distributed_rank;
+
+use super::table::{int, string, Def, Table};
+
+/// Slots of [`Event::values`] read here (the reader's numbering).
+const SLOT_PH: usize = 0;
+const SLOT_CAT: usize = 1;
+const SLOT_NAME: usize = 2;
+const SLOT_TID: usize = 4;
+const SLOT_DUR: usize = 6;
+
+/// `events`' columns (docs/parquet.md), in order.
+pub(crate) const EVENTS: &[Def] = &[
+    int("seq"),
+    string("ph"),
+    string("name"),
+    string("cat"),
+    int("ts_ns"),
+    int("dur_ns"),
+    int("pid"),
+    int("tid"),
+    string("pid_text"),
+    string("tid_text"),
+    string("args"),
+    string("extra"),
+    int("external_id"),
+    int("correlation"),
+    int("stream"),
+    int("device"),
+    string("grid"),
+    string("block"),
+    string("input_dims"),
+    string("collective_name"),
+    int("in_msg_nelems"),
+    int("out_msg_nelems"),
+    int("group_size"),
+    string("dtype"),
+    string("process_group_name"),
+];
+
+/// Columns every row table shares, at the same place in each.
+pub(crate) const SEQ: usize = 0;
+const PH: usize = 1;
+const NAME: usize = 2;
+const CAT: usize = 3;
+pub(crate) const TS: usize = 4;
+const DUR: usize = 5;
+const PID: usize = 6;
+const TID: usize = 7;
+const PID_TEXT: usize = 8;
+const TID_TEXT: usize = 9;
+const ARGS: usize = 10;
+const EXTRA: usize = 11;
+/// The first typed argument of `events` ([`TYPED_ARGS`] in order from here).
+const TYPED: usize = 12;
+
+/// `flows`' columns: the shared ones, then its own.
+pub(crate) const FLOWS: &[Def] = &[
+    int("seq"),
+    string("ph"),
+    string("name"),
+    string("cat"),
+    int("ts_ns"),
+    int("dur_ns"),
+    int("pid"),
+    int("tid"),
+    string("pid_text"),
+    string("tid_text"),
+    string("args"),
+    string("extra"),
+    string("id"),
+    string("bp"),
+    int("event_seq"),
+];
+const FLOW_ID: usize = 12;
+const FLOW_BP: usize = 13;
+const FLOW_EVENT: usize = 14;
+
+/// `tracks`' columns: the shared ones, then the value.
+pub(crate) const TRACKS: &[Def] = &[
+    int("seq"),
+    string("ph"),
+    string("name"),
+    string("cat"),
+    int("ts_ns"),
+    int("dur_ns"),
+    int("pid"),
+    int("tid"),
+    string("pid_text"),
+    string("tid_text"),
+    string("args"),
+    string("extra"),
+    string("value"),
+];
+const TRACK_VALUE: usize = 12;
+
+/// How a typed argument is kept.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Typed {
+    /// An integer (a number without fraction or exponent, or a string of one).
+    Int,
+    /// A string's value.
+    Str,
+    /// The JSON text as written.
+    Text,
+}
+
+/// The args given a column of their own in `events`, in column order from [`TYPED`].
+const TYPED_ARGS: [(&[u8], Typed); 13] = [
+    (b"External id", Typed::Int),
+    (b"correlation", Typed::Int),
+    (b"stream", Typed::Int),
+    (b"device", Typed::Int),
+    (b"grid", Typed::Text),
+    (b"block", Typed::Text),
+    (b"Input Dims", Typed::Text),
+    (b"Collective name", Typed::Str),
+    (b"In msg nelems", Typed::Int),
+    (b"Out msg nelems", Typed::Int),
+    (b"Group size", Typed::Int),
+    (b"dtype", Typed::Str),
+    (b"Process Group Name", Typed::Str),
+];
+
+/// Members of an event with a column of their own in every table.
+const SHARED_KEYS: [&[u8]; 8] = [
+    b"ph", b"name", b"cat", b"pid", b"tid", b"ts", b"dur", b"args",
+];
+
+/// What a trace file's header holds for the `meta` table.
+#[derive(Default)]
+pub(crate) struct Header {
+    /// Every top-level member but `traceEvents`, as one JSON object's text.
+    pub(crate) text: Vec<u8>,
+    pub(crate) base_time_ns: Option<i64>,
+    pub(crate) schema_version: Option<Vec<u8>>,
+    pub(crate) device_properties: Option<Vec<u8>>,
+    pub(crate) distributed_info: Option<Vec<u8>>,
+    pub(crate) distributed_rank: Option<i64>,
+}
+
+/// A trace file as tables.
+pub(crate) struct Rows {
+    pub(crate) events: Table,
+    pub(crate) flows: Table,
+    pub(crate) tracks: Table,
+    pub(crate) header: Header,
+    binder: Binder,
+    extra: Vec<u8>,
+}
+
+impl Rows {
+    pub(crate) fn new() -> Rows {
+        Rows {
+            events: Table::new(EVENTS),
+            flows: Table::new(FLOWS),
+            tracks: Table::new(TRACKS),
+            header: Header::default(),
+            binder: Binder { last: None },
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// A string's value, or a value's text as written.
+fn text_of(value: &[u8]) -> Option<Cow<'_, [u8]>> {
+    match string_body(value) {
+        Some(body) => unescaped(body),
+        None => Some(value.into()),
+    }
+}
+
+/// An integer written as a number without fraction or exponent.
+fn int_of_number(value: &[u8]) -> Option<i64> {
+    i64::try_from(parse_int(value)?).ok()
+}
+
+/// An integer written as a number without fraction or exponent, or as a string of one.
+fn int_of(value: &[u8]) -> Option<i64> {
+    int_of_number(string_body(value).unwrap_or(value))
+}
+
+/// A time in µs as written, in whole ns (digits below the ns dropped).
+fn ns_of(value: Option<&[u8]>) -> Option<i64> {
+    i64::try_from(Decimal::parse(value?)?.floor_ns()?).ok()
+}
+
+/// Fills the columns every table shares from `ev` (`own`: members with a column of the
+/// table's own, kept out of `extra`); returns the `args` text as written.
+fn shared<'e>(
+    table: &mut Table,
+    ev: &Event<'e>,
+    own: &[&[u8]],
+    extra: &mut Vec<u8>,
+) -> Option<&'e [u8]> {
+    let mut args = None;
+    extra.clear();
+    for_each_member(ev.raw, |key, value| {
+        if key == b"args" {
+            args = Some(value);
+        } else if !SHARED_KEYS.contains(&key) && !own.contains(&key) {
+            extra.extend_from_slice(if extra.is_empty() { b"{\"" } else { b", \"" });
+            extra.extend_from_slice(key);
+            extra.extend_from_slice(b"\": ");
+            extra.extend_from_slice(value);
+        }
+    });
+    if !extra.is_empty() {
+        extra.push(b'}');
+    }
+    let text = |slot: usize| ev.value_text(slot).and_then(text_of);
+    let (pid, tid) = (ev.value_text(SLOT_PID), ev.value_text(SLOT_TID));
+    let (pid_int, tid_int) = (pid.and_then(int_of_number), tid.and_then(int_of_number));
+    table
+        .int(SEQ, Some(ev.index as i64))
+        .str(PH, text(SLOT_PH).as_deref())
+        .str(NAME, text(SLOT_NAME).as_deref())
+        .str(CAT, text(SLOT_CAT).as_deref())
+        .int(TS, ns_of(ev.value_text(SLOT_TS)))
+        .int(DUR, ns_of(ev.value_text(SLOT_DUR)))
+        .int(PID, pid_int)
+        .int(TID, tid_int)
+        .str(
+            PID_TEXT,
+            pid.filter(|_| pid_int.is_none())
+                .and_then(text_of)
+                .as_deref(),
+        )
+        .str(
+            TID_TEXT,
+            tid.filter(|_| tid_int.is_none())
+                .and_then(text_of)
+                .as_deref(),
+        )
+        .str(ARGS, args)
+        .str(EXTRA, (!extra.is_empty()).then_some(&extra[..]));
+    args
+}
+
+/// Fills `events`' typed-argument columns from the `args` object's text (of a key written
+/// twice, the last, as a viewer reads it).
+fn typed_args(table: &mut Table, args: Option<&[u8]>) {
+    let mut found: [Option<&[u8]>; TYPED_ARGS.len()] = [None; TYPED_ARGS.len()];
+    if let Some(args) = args {
+        for_each_member(args, |key, value| {
+            if let Some(i) = TYPED_ARGS.iter().position(|(k, _)| *k == key) {
+                found[i] = Some(value);
+            }
+        });
+    }
+    for (i, ((_, typed), value)) in TYPED_ARGS.iter().zip(found).enumerate() {
+        let col = TYPED + i;
+        match typed {
+            Typed::Int => {
+                table.int(col, value.and_then(int_of));
+            }
+            Typed::Str => {
+                let value = value.and_then(|v| unescaped(string_body(v)?));
+                table.str(col, value.as_deref());
+            }
+            Typed::Text => {
+                table.str(col, value);
+            }
+        }
+    }
+}
+
+impl Visitor for Rows {
+    fn header(&mut self, key: &[u8], raw: &[u8], _after_events: bool) -> Result<()> {
+        let h = &mut self.header;
+        h.text
+            .extend_from_slice(if h.text.is_empty() { b"{" } else { b", " });
+        h.text.extend_from_slice(raw);
+        let value = member_value(raw).unwrap_or_default();
+        match key {
+            b"baseTimeNanoseconds" => h.base_time_ns = int_of(value),
+            b"schemaVersion" => h.schema_version = Some(value.to_vec()),
+            b"deviceProperties" => h.device_properties = Some(value.to_vec()),
+            b"distributedInfo" => {
+                h.distributed_info = Some(value.to_vec());
+                h.distributed_rank = distributed_rank(raw);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+        if ev.is_metadata() {
+            let args = shared(&mut self.tracks, ev, &[], &mut self.extra);
+            let value = args.and_then(|a| {
+                let v = member(a, b"name", Duplicates::Last)
+                    .or_else(|| member(a, b"sort_index", Duplicates::Last))
+                    .or_else(|| member(a, b"labels", Duplicates::Last))?;
+                text_of(v)
+            });
+            self.tracks.str(TRACK_VALUE, value.as_deref()).end_row();
+        } else if ev.is_flow() {
+            shared(&mut self.flows, ev, &[b"id", b"bp"], &mut self.extra);
+            let bp = member(ev.raw, b"bp", Duplicates::Last).and_then(text_of);
+            let bound = self.binder.bound(ev).flatten();
+            self.flows
+                .str(FLOW_ID, ev.value_text(SLOT_ID).and_then(text_of).as_deref())
+                .str(FLOW_BP, bp.as_deref())
+                .int(FLOW_EVENT, bound)
+                .end_row();
+        } else {
+            let args = shared(&mut self.events, ev, &[], &mut self.extra);
+            typed_args(&mut self.events, args);
+            self.events.end_row();
+            self.binder.saw(ev, Some(ev.index as i64));
+        }
+        Ok(())
+    }
+}
+
+impl Rows {
+    /// The rows a file gave: events, flows, tracks.
+    pub(crate) fn counts(&self) -> [u64; 3] {
+        [&self.events, &self.flows, &self.tracks].map(|t| t.rows() as u64)
+    }
+
+    /// `ts_ns` moved by the file's base time, once it has all been read.
+    pub(crate) fn add_base_time(&mut self) -> Option<()> {
+        let base = self.header.base_time_ns.unwrap_or(0);
+        for t in [&mut self.events, &mut self.flows, &mut self.tracks] {
+            t.shift(TS, base)?;
+        }
+        Some(())
+    }
+}

@@ -1,0 +1,304 @@
+//! One table of a dataset in memory, column by column (`events`, `flows`, `tracks`,
+//! `meta`), and its writing as one Parquet file: rows in time order, row groups of at most
+//! [`GROUP_ROWS`] rows or about [`GROUP_BYTES`], zstd, strings dictionary-encoded, times
+//! delta-encoded.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+use std::sync::Arc;
+
+use parquet::basic::{Compression, Encoding, LogicalType, Repetition, Type as Physical, ZstdLevel};
+use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::{ColumnPath, Type as SchemaType};
+
+use crate::error::{Error, Result};
+
+/// The dataset's schema version (docs/parquet.md), in every file's key-value metadata.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+/// Most rows in a row group (what Spark and DuckDB read well in parallel).
+const GROUP_ROWS: usize = 1 << 20;
+
+/// About the most bytes of values in a row group.
+const GROUP_BYTES: usize = 128 << 20;
+
+/// A column's type: Parquet INT64, or a UTF-8 string (BYTE_ARRAY annotated STRING).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Int,
+    Str,
+}
+
+/// A column of a table: its name and type; `seq` alone is required.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Def {
+    pub(crate) name: &'static str,
+    pub(crate) kind: Kind,
+}
+
+pub(crate) const fn int(name: &'static str) -> Def {
+    Def {
+        name,
+        kind: Kind::Int,
+    }
+}
+
+pub(crate) const fn string(name: &'static str) -> Def {
+    Def {
+        name,
+        kind: Kind::Str,
+    }
+}
+
+/// The strings of one column, end to end.
+#[derive(Default)]
+struct Strings {
+    data: Vec<u8>,
+    ends: Vec<usize>,
+    present: Vec<bool>,
+}
+
+impl Strings {
+    fn get(&self, row: usize) -> Option<&[u8]> {
+        let start = if row == 0 { 0 } else { self.ends[row - 1] };
+        self.present[row].then(|| &self.data[start..self.ends[row]])
+    }
+}
+
+/// One column's values, row by row.
+enum Values {
+    Int(Vec<Option<i64>>),
+    Str(Strings),
+}
+
+impl Values {
+    fn len(&self) -> usize {
+        match self {
+            Values::Int(v) => v.len(),
+            Values::Str(s) => s.ends.len(),
+        }
+    }
+}
+
+/// A table being filled row by row: its columns set ([`Table::int`], [`Table::str`]), then
+/// [`Table::end_row`].
+pub(crate) struct Table {
+    defs: &'static [Def],
+    columns: Vec<Values>,
+    rows: usize,
+    bytes: usize,
+}
+
+impl Table {
+    pub(crate) fn new(defs: &'static [Def]) -> Table {
+        let columns = defs
+            .iter()
+            .map(|d| match d.kind {
+                Kind::Int => Values::Int(Vec::new()),
+                Kind::Str => Values::Str(Strings::default()),
+            })
+            .collect();
+        Table {
+            defs,
+            columns,
+            rows: 0,
+            bytes: 0,
+        }
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Sets int column `col` of the row being filled (each column at most once a row).
+    pub(crate) fn int(&mut self, col: usize, value: Option<i64>) -> &mut Self {
+        if let Values::Int(v) = &mut self.columns[col] {
+            debug_assert_eq!(v.len(), self.rows, "{} set twice", self.defs[col].name);
+            v.push(value);
+            self.bytes += 8;
+        }
+        self
+    }
+
+    /// Sets string column `col` of the row being filled (each column at most once a row).
+    pub(crate) fn str(&mut self, col: usize, value: Option<&[u8]>) -> &mut Self {
+        if let Values::Str(s) = &mut self.columns[col] {
+            debug_assert_eq!(s.ends.len(), self.rows, "{} set twice", self.defs[col].name);
+            let bytes = value.unwrap_or_default();
+            s.data.extend_from_slice(bytes);
+            s.ends.push(s.data.len());
+            s.present.push(value.is_some());
+            self.bytes += bytes.len();
+        }
+        self
+    }
+
+    /// Ends the row being filled: the columns it was not given are null.
+    pub(crate) fn end_row(&mut self) {
+        let rows = self.rows;
+        for values in &mut self.columns {
+            if values.len() == rows {
+                match values {
+                    Values::Int(v) => v.push(None),
+                    Values::Str(s) => {
+                        s.ends.push(s.data.len());
+                        s.present.push(false);
+                    }
+                }
+            }
+        }
+        self.rows += 1;
+    }
+
+    /// Adds `by` to every value of the int column `col` (a rank's base time).
+    pub(crate) fn shift(&mut self, col: usize, by: i64) -> Option<()> {
+        let Values::Int(values) = &mut self.columns[col] else {
+            return None;
+        };
+        for v in values.iter_mut().flatten() {
+            *v = v.checked_add(by)?;
+        }
+        Some(())
+    }
+
+    /// The int at (`col`, `row`).
+    pub(crate) fn int_at(&self, col: usize, row: usize) -> Option<i64> {
+        match &self.columns[col] {
+            Values::Int(v) => v[row],
+            Values::Str(_) => None,
+        }
+    }
+
+    /// Row numbers in the order of the int columns `time` (null first) then `seq`.
+    pub(crate) fn time_order(&self, time: usize, seq: usize) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.rows as u32).collect();
+        let key = |r: u32| {
+            (
+                self.int_at(time, r as usize).unwrap_or(i64::MIN),
+                self.int_at(seq, r as usize).unwrap_or(i64::MIN),
+            )
+        };
+        // Traces are mostly runs already in time order: a stable merge sort finds them.
+        order.sort_by_key(|&r| key(r));
+        order
+    }
+
+    /// Writes the rows in `order` to a new file at `path` (created exclusively).
+    pub(crate) fn write(
+        &self,
+        path: &Path,
+        order: &[u32],
+        zstd_level: i32,
+        check: &dyn Fn() -> Result<()>,
+    ) -> Result<()> {
+        let fail = |e: parquet::errors::ParquetError| {
+            Error::io(
+                format!("cannot write {}", path.display()),
+                std::io::Error::other(e.to_string()),
+            )
+        };
+        let file = File::create_new(path)
+            .map_err(|e| Error::io(format!("cannot create {}", path.display()), e))?;
+        let mut writer = SerializedFileWriter::new(
+            BufWriter::with_capacity(1 << 20, file),
+            self.schema().map_err(fail)?,
+            Arc::new(self.properties(zstd_level).map_err(fail)?),
+        )
+        .map_err(fail)?;
+        let per_row = self.bytes / self.rows.max(1) + 1;
+        let group_rows = (GROUP_BYTES / per_row).clamp(1, GROUP_ROWS);
+        for group in order.chunks(group_rows) {
+            check()?;
+            let mut rg = writer.next_row_group().map_err(fail)?;
+            let mut col = 0;
+            while let Some(mut cw) = rg.next_column().map_err(fail)? {
+                let required = col == 0 && self.defs[0].name == "seq";
+                let mut levels = Vec::with_capacity(group.len());
+                match &self.columns[col] {
+                    Values::Int(values) => {
+                        let mut out = Vec::with_capacity(group.len());
+                        for &r in group {
+                            let v = values[r as usize];
+                            levels.push(i16::from(v.is_some()));
+                            out.extend(v);
+                        }
+                        let levels = (!required).then_some(&levels[..]);
+                        cw.typed::<Int64Type>()
+                            .write_batch(&out, levels, None)
+                            .map_err(fail)?;
+                    }
+                    Values::Str(strings) => {
+                        let mut out = Vec::with_capacity(group.len());
+                        for &r in group {
+                            let v = strings.get(r as usize);
+                            levels.push(i16::from(v.is_some()));
+                            out.extend(v.map(|b| ByteArray::from(b.to_vec())));
+                        }
+                        cw.typed::<ByteArrayType>()
+                            .write_batch(&out, Some(&levels), None)
+                            .map_err(fail)?;
+                    }
+                }
+                cw.close().map_err(fail)?;
+                col += 1;
+            }
+            rg.close().map_err(fail)?;
+        }
+        let out = writer.into_inner().map_err(fail)?;
+        out.into_inner()
+            .map_err(|e| Error::io(format!("cannot write {}", path.display()), e.into_error()))?;
+        Ok(())
+    }
+
+    fn schema(&self) -> parquet::errors::Result<Arc<SchemaType>> {
+        let mut fields = Vec::with_capacity(self.defs.len());
+        for (i, d) in self.defs.iter().enumerate() {
+            let required = i == 0 && d.name == "seq";
+            let (physical, logical) = match d.kind {
+                Kind::Int => (Physical::INT64, None),
+                Kind::Str => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+            };
+            let field = SchemaType::primitive_type_builder(d.name, physical)
+                .with_repetition(if required {
+                    Repetition::REQUIRED
+                } else {
+                    Repetition::OPTIONAL
+                })
+                .with_logical_type(logical)
+                .build()?;
+            fields.push(Arc::new(field));
+        }
+        Ok(Arc::new(
+            SchemaType::group_type_builder("kinetrace")
+                .with_fields(fields)
+                .build()?,
+        ))
+    }
+
+    fn properties(&self, zstd_level: i32) -> parquet::errors::Result<WriterProperties> {
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
+            .set_created_by(format!("kinetrace {}", env!("CARGO_PKG_VERSION")))
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                "kinetrace.schema".to_owned(),
+                SCHEMA_VERSION.to_string(),
+            )]))
+            .set_max_row_group_row_count(Some(GROUP_ROWS))
+            .set_data_page_size_limit(1 << 20)
+            .set_dictionary_page_size_limit(1 << 20);
+        // Times and indices grow through the file: their differences are small.
+        for name in ["seq", "ts_ns", "event_seq"] {
+            if self.defs.iter().any(|d| d.name == name) {
+                let path = ColumnPath::from(name);
+                props = props
+                    .set_column_dictionary_enabled(path.clone(), false)
+                    .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+            }
+        }
+        Ok(props.build())
+    }
+}
