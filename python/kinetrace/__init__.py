@@ -19,6 +19,7 @@ from kinetrace._export.export import (
 )
 from kinetrace._export.fallback import FallbackWarning
 from kinetrace._export.gzip_writer import GzipWriter
+from kinetrace._export.parquet import export_parquet
 from kinetrace._export.workers import WorkerError
 from kinetrace._kinetrace import __version__
 from kinetrace._tools.check import CheckReport, Example, Finding, TraceInfo, TrackCount, check_trace
@@ -30,6 +31,7 @@ from kinetrace._tools.merge import (
     MergeWarning,
     merge_traces,
 )
+from kinetrace._tools.parquet import ParquetRank, ParquetResult, to_parquet
 from kinetrace._tools.repair import Change, RepairReport, repair_trace
 from kinetrace._tools.split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
 from kinetrace._tools.summary import (
@@ -65,6 +67,7 @@ _PROFILER_NAMES = frozenset(
         "profile",
         "schedule",
         "tensorboard_trace_handler",
+        "to_parquet",
         "uninstall",
     }
 )
@@ -98,6 +101,8 @@ __all__ = [
     "MergeWarning",
     "MergedProcess",
     "MergedRank",
+    "ParquetRank",
+    "ParquetResult",
     "Part",
     "ProfilerAction",
     "RankSummary",
@@ -117,6 +122,7 @@ __all__ = [
     "check_trace",
     "compress_trace",
     "export_chrome_trace",
+    "export_parquet",
     "filter_trace",
     "install",
     "installed",
@@ -128,6 +134,7 @@ __all__ = [
     "split_trace",
     "summarize",
     "tensorboard_trace_handler",
+    "to_parquet",
     "uninstall",
     "wait",
 ]

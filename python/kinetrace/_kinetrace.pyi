@@ -30,6 +30,7 @@ __all__ = [
     "repair_trace",
     "split_trace",
     "summarize",
+    "to_parquet",
     "trimonth_base_ns",
 ]
 
@@ -350,3 +351,22 @@ class _RankFigures(TypedDict):
     warnings: list[str]
 
 def summarize(paths: list[str], rules: str, threads: int) -> list[_RankFigures]: ...
+
+class _ParquetRank(TypedDict):
+    source: str
+    rank: int
+    rank_from: str
+    events: int
+    flows: int
+    tracks: int
+    json_bytes: int
+
+def to_parquet(
+    sources: list[str],
+    names: list[str] | None,
+    out: str,
+    force: bool,
+    threads: int,
+    zstd_level: int,
+    cancel: Any = None,
+) -> list[_ParquetRank]: ...

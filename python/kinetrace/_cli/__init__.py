@@ -35,7 +35,18 @@ import threading
 from collections.abc import Iterator, Sequence
 from types import FrameType, ModuleType
 
-from kinetrace._cli import check, compress, demo, merge, repair, run, split, status, summary
+from kinetrace._cli import (
+    check,
+    compress,
+    demo,
+    merge,
+    parquet,
+    repair,
+    run,
+    split,
+    status,
+    summary,
+)
 from kinetrace._cli import filter as filter_
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
@@ -51,6 +62,7 @@ SUBCOMMANDS: list[ModuleType] = [
     filter_,
     merge,
     summary,
+    parquet,
 ]
 
 #: Signals that stop a tool like Ctrl-C (``kinetrace run`` leaves them to its script).
