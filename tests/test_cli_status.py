@@ -29,6 +29,7 @@ TOOLS: dict[str, tuple[Callable[[Path, Path], list[str | Path]], str]] = {
     "filter": (lambda src, out: ["filter", src, out / "f.json"], "filter_trace"),
     "merge": (lambda src, out: ["merge", src, "-o", out / "m.json"], "merge_traces"),
     "summary": (lambda src, out: ["summary", src, "--html", out / "s.html"], "summarize"),
+    "parquet": (lambda src, out: ["parquet", src, "-o", out / "ds"], "to_parquet"),
 }
 
 EVENTS = [
@@ -138,8 +139,8 @@ def test_unreadable_input(tool, cause, tmp_path, capsys):
     if not Path("/proc/self/mem").exists() and cause == "I/O error":
         pytest.skip("no /proc/self/mem to fail a read")
     src = UNREADABLE[cause](tmp_path)
-    if tool in ("merge", "summary") and cause == "directory":
-        # merge and summary read the traces in a directory: an empty one holds none.
+    if tool in ("merge", "summary", "parquet") and cause == "directory":
+        # merge, summary and parquet read the traces in a directory: an empty one holds none.
         assert run(*_args(tool, src, tmp_path / "out")) == status.FAILED
         return
     assert run(*_args(tool, src, tmp_path / "out")) == status.UNREADABLE == 2
