@@ -368,3 +368,130 @@ fn put_in_place(tmp: &Path, out: &Path, force: bool) -> Result<()> {
     }
     rename(tmp, out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{entries, scratch};
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    use std::fs::File;
+
+    const OPTIONS: ParquetOptions = ParquetOptions {
+        force: false,
+        threads: 2,
+        zstd_level: 3,
+    };
+
+    fn named(paths: &[PathBuf]) -> Vec<Named> {
+        let name = |p: &PathBuf| (p.clone(), p.to_string_lossy().into_owned());
+        paths.iter().map(name).collect()
+    }
+
+    /// Every row of one Parquet file as (column, value) pairs.
+    fn rows(path: &Path) -> Vec<Vec<(String, Field)>> {
+        let reader = SerializedFileReader::new(File::open(path).unwrap()).unwrap();
+        let iter = reader.get_row_iter(None).unwrap();
+        let pairs = |row: parquet::record::Row| {
+            let cols = row.get_column_iter();
+            cols.map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        iter.map(|r| pairs(r.unwrap())).collect()
+    }
+
+    fn field<'r>(row: &'r [(String, Field)], name: &str) -> &'r Field {
+        &row.iter().find(|(k, _)| k == name).unwrap().1
+    }
+
+    const TRACE: &str = r#"{"distributedInfo": {"rank": 5}, "traceEvents": [
+  {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
+  {"ph": "X", "name": "late", "pid": 1, "tid": 2, "ts": 20.0005, "dur": 1, "args": {"correlation": 4}},
+  {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 4, "pid": 1, "tid": 2, "ts": 20.5},
+  {"ph": "X", "name": "early", "pid": "gpu", "tid": 7, "ts": 3.25, "args": {"stream": "7"}}
+], "baseTimeNanoseconds": 1000}"#;
+
+    #[test]
+    fn a_trace_becomes_four_tables_in_time_order() {
+        let dir = scratch("parquet-tables");
+        let src = dir.join("t.json");
+        fs::write(&src, TRACE).unwrap();
+        let out = dir.join("ds");
+        let written = to_parquet(&named(&[src]), &out, OPTIONS, &mut |_| Ok(())).unwrap();
+        assert_eq!(
+            (written[0].rank, written[0].rank_from),
+            (5, "distributedInfo")
+        );
+        assert_eq!(written[0].rows, [2, 1, 1]);
+        assert_eq!(
+            entries(&out),
+            ["_kinetrace.json", "events", "flows", "meta", "tracks"]
+        );
+        let events = rows(&out.join("events/rank=5/part-00000.parquet"));
+        let names: Vec<&Field> = events.iter().map(|r| field(r, "name")).collect();
+        assert_eq!(
+            names,
+            [&Field::Str("early".into()), &Field::Str("late".into())]
+        );
+        // 1000 ns of base time + the µs as written, exactly (20.0005 µs is 20000 ns + a
+        // half ns, floored).
+        assert_eq!(field(&events[0], "ts_ns"), &Field::Long(4250));
+        assert_eq!(field(&events[1], "ts_ns"), &Field::Long(21000));
+        assert_eq!(field(&events[0], "dur_ns"), &Field::Null);
+        assert_eq!(field(&events[0], "pid_text"), &Field::Str("gpu".into()));
+        assert_eq!(field(&events[0], "stream"), &Field::Long(7));
+        assert_eq!(field(&events[1], "correlation"), &Field::Long(4));
+        let flows = rows(&out.join("flows/rank=5/part-00000.parquet"));
+        assert_eq!(field(&flows[0], "event_seq"), &Field::Long(1));
+        assert_eq!(field(&flows[0], "id"), &Field::Str("4".into()));
+        let tracks = rows(&out.join("tracks/rank=5/part-00000.parquet"));
+        assert_eq!(field(&tracks[0], "value"), &Field::Str("main".into()));
+        let meta = rows(&out.join("meta/rank=5/part-00000.parquet"));
+        assert_eq!(field(&meta[0], "base_time_ns"), &Field::Long(1000));
+        assert_eq!(field(&meta[0], "events"), &Field::Long(2));
+    }
+
+    #[test]
+    fn a_damaged_source_or_a_clash_leaves_nothing() {
+        let dir = scratch("parquet-damaged");
+        let good = dir.join("rank-1.json");
+        fs::write(&good, TRACE.replace("\"rank\": 5", "\"rank\": 1")).unwrap();
+        let cut = dir.join("rank-2.json");
+        fs::write(&cut, &TRACE[..TRACE.len() / 2]).unwrap();
+        let out = dir.join("ds");
+        let err = to_parquet(&named(&[good.clone(), cut]), &out, OPTIONS, &mut |_| Ok(()));
+        assert!(matches!(err, Err(Error::TraceFormat(_))), "{err:?}");
+        assert_eq!(entries(&dir), ["rank-1.json", "rank-2.json"]);
+        let twin = dir.join("twin.json");
+        fs::copy(&good, &twin).unwrap();
+        let err = to_parquet(&named(&[good, twin]), &out, OPTIONS, &mut |_| Ok(()));
+        assert!(err.unwrap_err().to_string().contains("are both rank 1"));
+        assert_eq!(entries(&dir), ["rank-1.json", "rank-2.json", "twin.json"]);
+    }
+
+    #[test]
+    fn a_stop_leaves_nothing_and_an_existing_folder_needs_force() {
+        let dir = scratch("parquet-stop");
+        let src = dir.join("t.json");
+        fs::write(&src, TRACE).unwrap();
+        let out = dir.join("ds");
+        let mut calls = 0;
+        let mut stop_late = |_| {
+            calls += 1;
+            if calls > 1 {
+                Err(Error::Interrupted)
+            } else {
+                Ok(())
+            }
+        };
+        let err = to_parquet(&named(&[src.clone()]), &out, OPTIONS, &mut stop_late);
+        assert!(matches!(err, Err(Error::Interrupted)), "{err:?}");
+        assert_eq!(entries(&dir), ["t.json"]);
+        fs::create_dir(&out).unwrap();
+        fs::write(out.join("mine.txt"), "keep").unwrap();
+        for force in [false, true] {
+            let options = ParquetOptions { force, ..OPTIONS };
+            assert!(to_parquet(&named(&[src.clone()]), &out, options, &mut |_| Ok(())).is_err());
+            assert_eq!(entries(&out), ["mine.txt"]);
+        }
+    }
+}
