@@ -483,14 +483,25 @@ mod tests {
                 Ok(())
             }
         };
-        let err = to_parquet(&named(&[src.clone()]), &out, OPTIONS, &mut stop_late);
+        let err = to_parquet(
+            &named(std::slice::from_ref(&src)),
+            &out,
+            OPTIONS,
+            &mut stop_late,
+        );
         assert!(matches!(err, Err(Error::Interrupted)), "{err:?}");
         assert_eq!(entries(&dir), ["t.json"]);
         fs::create_dir(&out).unwrap();
         fs::write(out.join("mine.txt"), "keep").unwrap();
         for force in [false, true] {
             let options = ParquetOptions { force, ..OPTIONS };
-            assert!(to_parquet(&named(&[src.clone()]), &out, options, &mut |_| Ok(())).is_err());
+            assert!(to_parquet(
+                &named(std::slice::from_ref(&src)),
+                &out,
+                options,
+                &mut |_| Ok(())
+            )
+            .is_err());
             assert_eq!(entries(&out), ["mine.txt"]);
         }
     }
