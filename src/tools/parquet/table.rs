@@ -8,6 +8,8 @@ use std::io::BufWriter;
 use std::path::Path;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use parquet::basic::{Compression, Encoding, LogicalType, Repetition, Type as Physical, ZstdLevel};
 use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
 use parquet::file::metadata::KeyValue;
@@ -63,9 +65,10 @@ struct Strings {
 }
 
 impl Strings {
-    fn get(&self, row: usize) -> Option<&[u8]> {
+    /// Where the value of `row` is in `data`, unless it is null.
+    fn span(&self, row: usize) -> Option<std::ops::Range<usize>> {
         let start = if row == 0 { 0 } else { self.ends[row - 1] };
-        self.present[row].then(|| &self.data[start..self.ends[row]])
+        self.present[row].then(|| start..self.ends[row])
     }
 }
 
@@ -232,11 +235,13 @@ impl Table {
                             .map_err(fail)?;
                     }
                     Values::Str(strings) => {
+                        // One shared buffer the values are views of (no copy per value).
+                        let data = Bytes::copy_from_slice(&strings.data);
                         let mut out = Vec::with_capacity(group.len());
                         for &r in group {
-                            let v = strings.get(r as usize);
+                            let v = strings.span(r as usize);
                             levels.push(i16::from(v.is_some()));
-                            out.extend(v.map(|b| ByteArray::from(b.to_vec())));
+                            out.extend(v.map(|s| ByteArray::from(data.slice(s))));
                         }
                         cw.typed::<ByteArrayType>()
                             .write_batch(&out, Some(&levels), None)
@@ -290,6 +295,12 @@ impl Table {
             .set_max_row_group_row_count(Some(GROUP_ROWS))
             .set_data_page_size_limit(1 << 20)
             .set_dictionary_page_size_limit(1 << 20);
+        // JSON text of every event is nearly always unique: a dictionary would only cost.
+        for name in ["args", "extra", "header"] {
+            if self.defs.iter().any(|d| d.name == name) {
+                props = props.set_column_dictionary_enabled(ColumnPath::from(name), false);
+            }
+        }
         // Times and indices grow through the file: their differences are small.
         for name in ["seq", "ts_ns", "event_seq"] {
             if self.defs.iter().any(|d| d.name == name) {
