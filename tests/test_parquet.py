@@ -169,16 +169,28 @@ def test_typed_args_and_extra_members(tmp_path: Path) -> None:
             "ts": 1.000001,
         },
         {"ph": "i", "name": "no args", "pid": "Spans", "tid": 1.5, "ts": 0, "s": "t"},
+        {
+            "ph": "X",
+            "name": "args twice",
+            "pid": 1,
+            "tid": 1,
+            "ts": 20,
+            "dur": 1,
+            "args": {"stream": 3, "device": 1},
+            "args_": {"stream": 4},
+        },
     ]
     src = tmp_path / "rank3.json"
     # A key written twice (the kernel's "stream"): the typed column takes the last.
     text = json.dumps({"traceEvents": events, "baseTimeNanoseconds": 1000000})
-    src.write_text(text.replace('"stream_"', '"stream"'))
+    src.write_text(text.replace('"stream_"', '"stream"').replace('"args_"', '"args"'))
     out = tmp_path / "ds"
     (rank,) = kinetrace.to_parquet(src, out).ranks
     assert (rank.rank, rank.rank_from) == (3, "file name")
     rows = {r["seq"]: r for r in read_table(out, "events")}
-    assert [r["seq"] for r in read_table(out, "events")] == [5, 3, 1]  # time order
+    assert [r["seq"] for r in read_table(out, "events")] == [5, 3, 1, 6]  # time order
+    twice = rows[6]  # an args object written twice: the last, as a viewer reads it
+    assert (twice["stream"], twice["device"], twice["args"]) == (4, None, '{"stream": 4}')
     runtime, kernel, instant = rows[1], rows[3], rows[5]
     assert (runtime["ts_ns"], runtime["dur_ns"]) == (1010500, 3250)
     assert (runtime["correlation"], runtime["external_id"]) == (7, 12)

@@ -89,6 +89,68 @@ pub(crate) fn for_each_member<'a>(
     }
 }
 
+/// [`for_each_member`], with the members of member `nested`'s value (when an object) told
+/// to `inner` on the same pass (`outer` is told `nested` too, its whole value as written):
+/// one scan of an event for its members and its `args`.
+pub(crate) fn for_each_member_and_nested<'a>(
+    obj: &'a [u8],
+    nested: &[u8],
+    mut outer: impl FnMut(&'a [u8], &'a [u8]),
+    mut inner: impl FnMut(&'a [u8], &'a [u8]),
+) -> Option<()> {
+    let mut s = Scanner::new(obj);
+    if s.ws()? != b'{' {
+        return None;
+    }
+    s.pos += 1;
+    if s.ws()? == b'}' {
+        return Some(());
+    }
+    loop {
+        let k = s.key()?;
+        let key = &obj[k.start..k.end];
+        s.ws()?;
+        let start = s.pos;
+        if key == nested && obj[start] == b'{' {
+            members_at(&mut s, &mut inner)?;
+        } else {
+            s.value(1)?;
+        }
+        outer(key, &obj[start..s.pos]);
+        match s.ws()? {
+            b',' => s.pos += 1,
+            b'}' => return Some(()),
+            _ => return None,
+        }
+    }
+}
+
+/// Tells `f` the members of the object at the scanner's position (its `{`), leaving the
+/// scanner after its `}`.
+fn members_at<'a>(s: &mut Scanner<'a>, f: &mut impl FnMut(&'a [u8], &'a [u8])) -> Option<()> {
+    let text = s.buf;
+    s.pos += 1;
+    if s.ws()? == b'}' {
+        s.pos += 1;
+        return Some(());
+    }
+    loop {
+        let k = s.key()?;
+        s.ws()?;
+        let start = s.pos;
+        s.value(2)?;
+        f(&text[k.start..k.end], &text[start..s.pos]);
+        match s.ws()? {
+            b',' => s.pos += 1,
+            b'}' => {
+                s.pos += 1;
+                return Some(());
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// The text a JSON string's body (between its quotes, as written) stands for, escapes
 /// decoded; a lone surrogate escape (`\ud800`, which no UTF-8 text can hold) becomes U+FFFD.
 /// `None` for a malformed escape.
@@ -188,6 +250,24 @@ mod tests {
         );
         assert_eq!(for_each_member(b"{}", |_, _| panic!("no member")), Some(()));
         assert_eq!(for_each_member(b"[1]", |_, _| ()), None);
+        let (mut outer, mut inner) = (Vec::new(), Vec::new());
+        let obj = br#"{"a": {"x": [1], "y": {}}, "b": 2, "a": 3}"#;
+        let told = for_each_member_and_nested(
+            obj,
+            b"a",
+            |k, v| outer.push((k, v)),
+            |k, v| inner.push((k, v)),
+        );
+        assert_eq!(told, Some(()));
+        assert_eq!(
+            outer,
+            [
+                (&b"a"[..], &br#"{"x": [1], "y": {}}"#[..]),
+                (b"b", b"2"),
+                (b"a", b"3")
+            ]
+        );
+        assert_eq!(inner, [(&b"x"[..], &b"[1]"[..]), (b"y", b"{}")]);
     }
 
     #[test]

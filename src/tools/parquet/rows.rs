@@ -7,7 +7,8 @@ use std::borrow::Cow;
 use crate::error::Result;
 use crate::json::decimal::{parse_int, Decimal};
 use crate::json::object::{
-    for_each_member, member, member_value, string_body, unescaped, Duplicates,
+    for_each_member, for_each_member_and_nested, member, member_value, string_body, unescaped,
+    Duplicates,
 };
 use crate::read::events::{Event, Visitor, SLOT_ID, SLOT_PID, SLOT_TS};
 use crate::read::filter::Binder;
@@ -198,26 +199,47 @@ fn ns_of(value: Option<&[u8]>) -> Option<i64> {
     i64::try_from(Decimal::parse(value?)?.floor_ns()?).ok()
 }
 
+/// The typed arguments found in an event's `args` (of a key written twice, the last, as a
+/// viewer reads it), by [`TYPED_ARGS`]' order.
+type Found<'e> = [Option<&'e [u8]>; TYPED_ARGS.len()];
+
 /// Fills the columns every table shares from `ev` (`own`: members with a column of the
-/// table's own, kept out of `extra`); returns the `args` text as written.
+/// table's own, kept out of `extra`); returns the `args` text as written and, when `typed`,
+/// the typed arguments in it (one scan of the event for both).
 fn shared<'e>(
     table: &mut Table,
     ev: &Event<'e>,
     own: &[&[u8]],
     extra: &mut Vec<u8>,
-) -> Option<&'e [u8]> {
+    typed: bool,
+) -> (Option<&'e [u8]>, Found<'e>) {
     let mut args = None;
+    // Each typed argument with the `args` object it came from (0 the first): of an `args`
+    // written twice, only the last one's count, as for any key written twice.
+    let mut found: [Option<(u32, &'e [u8])>; TYPED_ARGS.len()] = [None; TYPED_ARGS.len()];
+    let args_seen = std::cell::Cell::new(0u32);
     extra.clear();
-    for_each_member(ev.raw, |key, value| {
+    let outer = |key: &'e [u8], value: &'e [u8]| {
         if key == b"args" {
             args = Some(value);
+            args_seen.set(args_seen.get() + 1);
         } else if !SHARED_KEYS.contains(&key) && !own.contains(&key) {
             extra.extend_from_slice(if extra.is_empty() { b"{\"" } else { b", \"" });
             extra.extend_from_slice(key);
             extra.extend_from_slice(b"\": ");
             extra.extend_from_slice(value);
         }
-    });
+    };
+    let inner = |key: &'e [u8], value: &'e [u8]| {
+        if let Some(i) = TYPED_ARGS.iter().position(|(k, _)| *k == key) {
+            found[i] = Some((args_seen.get(), value));
+        }
+    };
+    if typed {
+        for_each_member_and_nested(ev.raw, b"args", outer, inner);
+    } else {
+        for_each_member(ev.raw, outer);
+    }
     if !extra.is_empty() {
         extra.push(b'}');
     }
@@ -247,20 +269,13 @@ fn shared<'e>(
         )
         .str(ARGS, args)
         .str(EXTRA, (!extra.is_empty()).then_some(&extra[..]));
-    args
+    let last = args_seen.get().saturating_sub(1);
+    let found = found.map(|f| f.filter(|(seen, _)| *seen == last).map(|(_, v)| v));
+    (args, found)
 }
 
-/// Fills `events`' typed-argument columns from the `args` object's text (of a key written
-/// twice, the last, as a viewer reads it).
-fn typed_args(table: &mut Table, args: Option<&[u8]>) {
-    let mut found: [Option<&[u8]>; TYPED_ARGS.len()] = [None; TYPED_ARGS.len()];
-    if let Some(args) = args {
-        for_each_member(args, |key, value| {
-            if let Some(i) = TYPED_ARGS.iter().position(|(k, _)| *k == key) {
-                found[i] = Some(value);
-            }
-        });
-    }
+/// Fills `events`' typed-argument columns.
+fn typed_args(table: &mut Table, found: Found<'_>) {
     for (i, ((_, typed), value)) in TYPED_ARGS.iter().zip(found).enumerate() {
         let col = TYPED + i;
         match typed {
@@ -300,7 +315,7 @@ impl Visitor for Rows {
 
     fn event(&mut self, ev: &Event<'_>) -> Result<()> {
         if ev.is_metadata() {
-            let args = shared(&mut self.tracks, ev, &[], &mut self.extra);
+            let (args, _) = shared(&mut self.tracks, ev, &[], &mut self.extra, false);
             let value = args.and_then(|a| {
                 let v = member(a, b"name", Duplicates::Last)
                     .or_else(|| member(a, b"sort_index", Duplicates::Last))
@@ -309,7 +324,7 @@ impl Visitor for Rows {
             });
             self.tracks.str(TRACK_VALUE, value.as_deref()).end_row();
         } else if ev.is_flow() {
-            shared(&mut self.flows, ev, &[b"id", b"bp"], &mut self.extra);
+            shared(&mut self.flows, ev, &[b"id", b"bp"], &mut self.extra, false);
             let bp = member(ev.raw, b"bp", Duplicates::Last).and_then(text_of);
             let bound = self.binder.bound(ev).flatten();
             self.flows
@@ -318,8 +333,8 @@ impl Visitor for Rows {
                 .int(FLOW_EVENT, bound)
                 .end_row();
         } else {
-            let args = shared(&mut self.events, ev, &[], &mut self.extra);
-            typed_args(&mut self.events, args);
+            let (_, found) = shared(&mut self.events, ev, &[], &mut self.extra, true);
+            typed_args(&mut self.events, found);
             self.events.end_row();
             self.binder.saw(ev, Some(ev.index as i64));
         }
