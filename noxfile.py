@@ -120,6 +120,9 @@ def _torch_pin() -> str:
 BROWSER_PACKAGES = ("chromium-headless-shell", "libjs-webcomponentsjs-custom-element-v0")
 _POLYFILL = Path("/usr/lib/javascript/webcomponentsjs-custom-element-v0/CustomElements.js")
 
+#: The Java runtime Spark's local mode runs on (tests/test_parquet_sql.py, pyspark).
+JAVA_PACKAGES = ("openjdk-17-jre-headless",)
+
 
 #: What turns the tests' skips for a missing tool into failures (the suite, the slow tests).
 REQUIRE_EVERYTHING = {"KINETRACE_REQUIRE_CATAPULT": "1", "KINETRACE_REQUIRE_CONSUMERS": "1"}
@@ -136,24 +139,32 @@ def _has_browser() -> bool:
     return bool(shutil.which("chromium-headless-shell")) and _POLYFILL.is_file()
 
 
+def _missing_packages() -> tuple[str, ...]:
+    """The Debian packages of the suite's outside tools that are not installed."""
+    missing = () if _has_browser() else BROWSER_PACKAGES
+    return missing + (() if shutil.which("java") else JAVA_PACKAGES)
+
+
 def _say_browser(session: nox.Session) -> None:
     """Where the Catapult tests will skip, says why and what would install the browser (the
     contributor's loop installs nothing system-wide)."""
-    if not _has_browser():
+    if missing := _missing_packages():
         session.log(
-            "no browser for the Catapult tests: they skip. To run them: "
-            f"apt-get install {' '.join(BROWSER_PACKAGES)} (Debian/Ubuntu, as root)"
+            "no browser for the Catapult tests or no Java for Spark's: they skip. To run "
+            f"them: apt-get install {' '.join(missing)} (Debian/Ubuntu, as root)"
         )
 
 
 def _ensure_browser(session: nox.Session) -> None:
-    """CI's suite (run as root): installs :data:`BROWSER_PACKAGES` when missing, waiting for
-    another package manager's dpkg lock rather than failing on it; elsewhere the Catapult
-    tests fail the suite (``KINETRACE_REQUIRE_CATAPULT``), naming what to install."""
-    if _has_browser():
+    """CI's suite (run as root): installs :data:`BROWSER_PACKAGES` and :data:`JAVA_PACKAGES`
+    when missing, waiting for another package manager's dpkg lock rather than failing on it;
+    elsewhere the Catapult and Spark tests fail the suite (``KINETRACE_REQUIRE_CATAPULT``,
+    ``KINETRACE_REQUIRE_CONSUMERS``), naming what to install."""
+    missing = _missing_packages()
+    if not missing:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        session.log(f"no browser for the Catapult tests: {' '.join(BROWSER_PACKAGES)}")
+        session.log(f"not installed for the Catapult and Spark tests: {' '.join(missing)}")
         return
     wait = ("-o", "DPkg::Lock::Timeout=600")  # beside another apt-get: wait, up to 10 min
     session.run("apt-get", *wait, "update", "-qq", external=True)
@@ -163,7 +174,7 @@ def _ensure_browser(session: nox.Session) -> None:
         "install",
         "-y",
         "-qq",
-        *BROWSER_PACKAGES,
+        *missing,
         external=True,
         env={"DEBIAN_FRONTEND": "noninteractive"},
     )
