@@ -13,7 +13,7 @@
 //!   `tools::repair`, `tools::compress`, `tools::split` (`split` / `filter`, and `keep=` /
 //!   `split_mb=` at export time), `tools::merge`, `tools::summary` (where each rank's GPU
 //!   time went: `tools::summary::{events, intervals, exact, hta, report}`), `tools::parquet`
-//!   (trace files as one Parquet dataset: `tools::parquet::{rows, table}`); `tools::overlap`
+//!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`); `tools::overlap`
 //!   (Perfetto's rule for overlapping slices), `tools::parts` (the time-window plan and part
 //!   writers split and merge share) and `tools::report` (one kind counted with its first
 //!   places: check's findings and repair's changes, and the collector of both).

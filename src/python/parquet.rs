@@ -30,6 +30,7 @@ fn to_parquet<'py>(
         force,
         threads,
         zstd_level,
+        spill_bytes: parquet::SPILL_BYTES,
     };
     let names = names.unwrap_or_else(|| {
         let text = |p: &PathBuf| p.to_string_lossy().into_owned();

@@ -9,6 +9,7 @@
 //! (with `force`) only then. Ranks are found as `merge` finds them.
 
 pub(crate) mod rows;
+pub(crate) mod runs;
 pub(crate) mod table;
 
 use std::fs;
@@ -23,8 +24,9 @@ use crate::output::temps::private_dir_name;
 use crate::read::events::{scan_trace, ReadOptions};
 use crate::read::ranks::{assign_ranks, RankFrom};
 
-use self::rows::{Rows, SEQ, TS};
-use self::table::{int, string, Def, Table, SCHEMA_VERSION};
+use self::rows::{Rows, TABLES};
+use self::runs::Runs;
+use self::table::{int, string, Def, Table, SCHEMA_VERSION, SEQ, TS};
 
 /// The file that marks a folder as a kinetrace dataset (what `force` may replace).
 pub(crate) const MARKER: &str = "_kinetrace.json";
@@ -54,7 +56,13 @@ pub(crate) struct ParquetOptions {
     pub(crate) threads: usize,
     /// zstd's level (1-22).
     pub(crate) zstd_level: i32,
+    /// Bytes of rows a file's tables hold in memory before the largest spills to disk.
+    pub(crate) spill_bytes: usize,
 }
+
+/// [`ParquetOptions::spill_bytes`]' default: with one row group being written, a file's
+/// conversion stays within 64 MiB plus a row group.
+pub(crate) const SPILL_BYTES: usize = 48 << 20;
 
 /// A source and the name the dataset gives it (`meta.source`): its path, or what the
 /// caller calls it (a profile exported through a FIFO).
@@ -86,11 +94,11 @@ struct Converted {
 /// Reads the trace at `path` into rows.
 fn read_one(
     path: &Path,
-    options: ReadOptions,
+    (options, spill_dir, spill_bytes): (ReadOptions, &Path, usize),
     read: &AtomicU64,
     stop: &AtomicBool,
 ) -> Result<Converted> {
-    let mut rows = Rows::new();
+    let mut rows = Rows::new(spill_dir, spill_bytes);
     let mut last = 0;
     let mut progress = |at: u64| {
         read.fetch_add(at.saturating_sub(last), Ordering::Relaxed);
@@ -105,9 +113,6 @@ fn read_one(
     if let Some(invalid) = end.invalid {
         return Err(Error::trace_format(path, invalid));
     }
-    rows.add_base_time().ok_or_else(|| {
-        Error::not_a_trace(path, "a ts plus baseTimeNanoseconds is beyond 64-bit ns")
-    })?;
     Ok(Converted {
         distributed_rank: rows.header.distributed_rank,
         rows,
@@ -115,11 +120,18 @@ fn read_one(
     })
 }
 
+/// A trace whose times do not fit the `ts_ns` column.
+fn beyond_i64(source: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "{source}: a ts plus baseTimeNanoseconds is beyond 64-bit ns"
+    ))
+}
+
 /// Writes one source's tables under `tmp` as `TABLE/rank=R/part-NNNNN.parquet` (`index`:
 /// the source's place in the list).
 fn write_one(
     tmp: &Path,
-    c: &Converted,
+    c: Converted,
     (index, source): (usize, &str),
     (rank, rank_from): RankFrom,
     options: ParquetOptions,
@@ -132,14 +144,24 @@ fn write_one(
             .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         Ok(dir.join(&file))
     };
-    let r = &c.rows;
-    for (name, table) in [
-        ("events", &r.events),
-        ("flows", &r.flows),
-        ("tracks", &r.tracks),
-    ] {
-        let order = table.time_order(TS, SEQ);
-        table.write(&place(name)?, &order, options.zstd_level, check)?;
+    let Converted {
+        rows: mut r,
+        json_bytes,
+        ..
+    } = c;
+    let base = r.header.base_time_ns.unwrap_or(0);
+    let runs = std::mem::replace(&mut r.runs, TABLES.map(|_| Runs::new(PathBuf::new())));
+    let tables = [&mut r.events, &mut r.flows, &mut r.tracks];
+    for ((name, table), runs) in TABLES.iter().zip(tables).zip(runs) {
+        let path = place(name)?;
+        if runs.is_empty() {
+            table.shift(TS, base).ok_or_else(|| beyond_i64(source))?;
+            let order = table.time_order(TS, SEQ);
+            table.write(&path, &order, options.zstd_level, check)?;
+        } else {
+            runs.write_merged(table, &path, (base, options.zstd_level), check)?;
+        }
+        *table = Table::new(table.defs()); // its memory back before the next table
     }
     let h = &r.header;
     let [events, flows, tracks] = r.counts();
@@ -159,7 +181,7 @@ fn write_one(
         .int(7, Some(events as i64))
         .int(8, Some(flows as i64))
         .int(9, Some(tracks as i64))
-        .int(10, Some(c.json_bytes as i64))
+        .int(10, Some(json_bytes as i64))
         .int(11, Some(SCHEMA_VERSION))
         .end_row();
     meta.write(&place("meta")?, &[0], options.zstd_level, check)
@@ -265,10 +287,14 @@ fn convert_all(
                         Ok(())
                     }
                 };
-                let done = read_one(&paths[i], read_options, read, stop).and_then(|c| {
+                let spill_dir = tmp.join(format!(".runs-{i:05}"));
+                let reading = (read_options, spill_dir.as_path(), options.spill_bytes);
+                let done = read_one(&paths[i], reading, read, stop).and_then(|c| {
                     let rank = crate::read::ranks::rank_of(&paths[i], c.distributed_rank, i);
-                    write_one(tmp, &c, (i, &sources[i].1), rank, options, &check)?;
-                    Ok((c.distributed_rank, c.rows.counts(), c.json_bytes))
+                    let done = (c.distributed_rank, c.rows.counts(), c.json_bytes);
+                    write_one(tmp, c, (i, &sources[i].1), rank, options, &check)?;
+                    let _ = fs::remove_dir(&spill_dir); // made only where a table spilled
+                    Ok(done)
                 });
                 if tx.send((i, done)).is_err() {
                     break;
@@ -381,6 +407,7 @@ mod tests {
         force: false,
         threads: 2,
         zstd_level: 3,
+        spill_bytes: SPILL_BYTES,
     };
 
     fn named(paths: &[PathBuf]) -> Vec<Named> {
@@ -504,5 +531,52 @@ mod tests {
             .is_err());
             assert_eq!(entries(&out), ["mine.txt"]);
         }
+    }
+
+    #[test]
+    fn spilled_runs_merge_into_the_same_tables() {
+        let dir = scratch("parquet-spill");
+        // Events out of time order (three interleaved runs), flows, metadata, a base time.
+        let mut events = Vec::new();
+        for i in 0..600 {
+            let ts = (i % 3) * 1000 + i / 3;
+            events.push(format!(
+                r#"{{"ph": "X", "name": "op{i}", "pid": 1, "tid": {t}, "ts": {ts}.5, "dur": 1, "args": {{"correlation": {i}}}}}"#,
+                t = i % 3
+            ));
+            if i % 7 == 0 {
+                events.push(format!(
+                    r#"{{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": {i}, "pid": 1, "tid": {t}, "ts": {ts}.5}}"#,
+                    t = i % 3
+                ));
+                events.push(format!(r#"{{"ph": "M", "name": "thread_name", "pid": 1, "tid": {i}, "args": {{"name": "t"}}}}"#));
+            }
+        }
+        let text = format!(
+            r#"{{"traceEvents": [{}], "baseTimeNanoseconds": 1700000000000000000}}"#,
+            events.join(",\n")
+        );
+        let src = dir.join("t.json");
+        fs::write(&src, text).unwrap();
+        let mut tables = Vec::new();
+        for (name, spill_bytes) in [("whole", SPILL_BYTES), ("spilled", 4096)] {
+            let out = dir.join(name);
+            let options = ParquetOptions {
+                spill_bytes,
+                ..OPTIONS
+            };
+            let src = std::slice::from_ref(&src);
+            let written = to_parquet(&named(src), &out, options, &mut |_| Ok(())).unwrap();
+            assert_eq!(written[0].rows, [600, 86, 86]);
+            assert_eq!(
+                entries(&out),
+                ["_kinetrace.json", "events", "flows", "meta", "tracks"]
+            );
+            let read = |t: &str| rows(&out.join(format!("{t}/rank=0/part-00000.parquet")));
+            tables.push(["events", "flows", "tracks"].map(read));
+        }
+        assert_eq!(tables[0], tables[1]);
+        let first = field(&tables[1][0][0], "ts_ns");
+        assert_eq!(first, &Field::Long(1_700_000_000_000_000_500));
     }
 }

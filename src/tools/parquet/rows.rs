@@ -14,7 +14,8 @@ use crate::read::events::{Event, Visitor, SLOT_ID, SLOT_PID, SLOT_TS};
 use crate::read::filter::Binder;
 use crate::read::ranks::distributed_rank;
 
-use super::table::{int, string, Def, Table};
+use super::runs::Runs;
+use super::table::{int, string, Def, Table, SEQ, TS};
 
 /// Slots of [`Event::values`] read here (the reader's numbering).
 const SLOT_PH: usize = 0;
@@ -52,12 +53,10 @@ pub(crate) const EVENTS: &[Def] = &[
     string("process_group_name"),
 ];
 
-/// Columns every row table shares, at the same place in each.
-pub(crate) const SEQ: usize = 0;
+/// Columns every row table shares, at the same place in each (`SEQ` and `TS`: table.rs).
 const PH: usize = 1;
 const NAME: usize = 2;
 const CAT: usize = 3;
-pub(crate) const TS: usize = 4;
 const DUR: usize = 5;
 const PID: usize = 6;
 const TID: usize = 7;
@@ -159,20 +158,51 @@ pub(crate) struct Rows {
     pub(crate) flows: Table,
     pub(crate) tracks: Table,
     pub(crate) header: Header,
+    /// Rows of `events`, `flows` and `tracks` so far, spilled ones included.
+    counts: [u64; 3],
+    /// Each table's rows spilled to disk, and the bytes in memory that make the largest
+    /// table spill.
+    pub(crate) runs: [Runs; 3],
+    spill_bytes: usize,
     binder: Binder,
     extra: Vec<u8>,
 }
 
+/// The tables' folders, in the order of [`Rows::counts`] and [`Rows::runs`].
+pub(crate) const TABLES: [&str; 3] = ["events", "flows", "tracks"];
+
 impl Rows {
-    pub(crate) fn new() -> Rows {
+    /// Rows whose tables spill into `spill_dir` once they hold `spill_bytes` in memory.
+    pub(crate) fn new(spill_dir: &std::path::Path, spill_bytes: usize) -> Rows {
         Rows {
             events: Table::new(EVENTS),
             flows: Table::new(FLOWS),
             tracks: Table::new(TRACKS),
             header: Header::default(),
+            counts: [0; 3],
+            runs: TABLES.map(|t| Runs::new(spill_dir.join(t))),
+            spill_bytes,
             binder: Binder { last: None },
             extra: Vec::new(),
         }
+    }
+
+    /// Counts a row of table `which` and spills the largest table when memory is full.
+    fn added(&mut self, which: usize) -> Result<()> {
+        self.counts[which] += 1;
+        let tables = [&self.events, &self.flows, &self.tracks];
+        if tables.iter().map(|t| t.bytes()).sum::<usize>() < self.spill_bytes {
+            return Ok(());
+        }
+        let largest = (0..3)
+            .max_by_key(|&i| tables[i].bytes())
+            .expect("three tables");
+        let table = match largest {
+            0 => &mut self.events,
+            1 => &mut self.flows,
+            _ => &mut self.tracks,
+        };
+        self.runs[largest].spill(table)
     }
 }
 
@@ -323,6 +353,7 @@ impl Visitor for Rows {
                 text_of(v)
             });
             self.tracks.str(TRACK_VALUE, value.as_deref()).end_row();
+            self.added(2)?;
         } else if ev.is_flow() {
             shared(&mut self.flows, ev, &[b"id", b"bp"], &mut self.extra, false);
             let bp = member(ev.raw, b"bp", Duplicates::Last).and_then(text_of);
@@ -332,10 +363,12 @@ impl Visitor for Rows {
                 .str(FLOW_BP, bp.as_deref())
                 .int(FLOW_EVENT, bound)
                 .end_row();
+            self.added(1)?;
         } else {
             let (_, found) = shared(&mut self.events, ev, &[], &mut self.extra, true);
             typed_args(&mut self.events, found);
             self.events.end_row();
+            self.added(0)?;
             self.binder.saw(ev, Some(ev.index as i64));
         }
         Ok(())
@@ -345,15 +378,6 @@ impl Visitor for Rows {
 impl Rows {
     /// The rows a file gave: events, flows, tracks.
     pub(crate) fn counts(&self) -> [u64; 3] {
-        [&self.events, &self.flows, &self.tracks].map(|t| t.rows() as u64)
-    }
-
-    /// `ts_ns` moved by the file's base time, once it has all been read.
-    pub(crate) fn add_base_time(&mut self) -> Option<()> {
-        let base = self.header.base_time_ns.unwrap_or(0);
-        for t in [&mut self.events, &mut self.flows, &mut self.tracks] {
-            t.shift(TS, base)?;
-        }
-        Some(())
+        self.counts
     }
 }

@@ -22,11 +22,15 @@ use crate::error::{Error, Result};
 /// The dataset's schema version (docs/parquet.md), in every file's key-value metadata.
 pub(crate) const SCHEMA_VERSION: i64 = 1;
 
+/// Columns every row table (`events`, `flows`, `tracks`) has at these places: the sort key.
+pub(crate) const SEQ: usize = 0;
+pub(crate) const TS: usize = 4;
+
 /// Most rows in a row group (what Spark and DuckDB read well in parallel).
-const GROUP_ROWS: usize = 1 << 20;
+pub(crate) const GROUP_ROWS: usize = 1 << 20;
 
 /// About the most bytes of values in a row group.
-const GROUP_BYTES: usize = 128 << 20;
+pub(crate) const GROUP_BYTES: usize = 128 << 20;
 
 /// A column's type: Parquet INT64, or a UTF-8 string (BYTE_ARRAY annotated STRING).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,12 +121,16 @@ impl Table {
         self.rows
     }
 
+    pub(crate) fn defs(&self) -> &'static [Def] {
+        self.defs
+    }
+
     /// Sets int column `col` of the row being filled (each column at most once a row).
     pub(crate) fn int(&mut self, col: usize, value: Option<i64>) -> &mut Self {
         if let Values::Int(v) = &mut self.columns[col] {
             debug_assert_eq!(v.len(), self.rows, "{} set twice", self.defs[col].name);
             v.push(value);
-            self.bytes += 8;
+            self.bytes += 16;
         }
         self
     }
@@ -135,7 +143,7 @@ impl Table {
             s.data.extend_from_slice(bytes);
             s.ends.push(s.data.len());
             s.present.push(value.is_some());
-            self.bytes += bytes.len();
+            self.bytes += 9 + bytes.len();
         }
         self
     }
@@ -198,118 +206,240 @@ impl Table {
         zstd_level: i32,
         check: &dyn Fn() -> Result<()>,
     ) -> Result<()> {
-        let fail = |e: parquet::errors::ParquetError| {
-            Error::io(
-                format!("cannot write {}", path.display()),
-                std::io::Error::other(e.to_string()),
-            )
-        };
+        let mut out = ParquetOut::create(path, self.defs, zstd_level)?;
+        for group in order.chunks(self.group_rows()) {
+            check()?;
+            out.write_group(self, group)?;
+        }
+        out.close()
+    }
+
+    /// Rows in a row group of this table's rows: [`GROUP_ROWS`], or fewer to stay near
+    /// [`GROUP_BYTES`].
+    pub(crate) fn group_rows(&self) -> usize {
+        let per_row = self.bytes / self.rows.max(1) + 1;
+        (GROUP_BYTES / per_row).clamp(1, GROUP_ROWS)
+    }
+
+    /// Bytes the rows take in memory (about).
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Forgets every row (the columns keep their memory for the next rows).
+    pub(crate) fn clear(&mut self) {
+        for values in &mut self.columns {
+            match values {
+                Values::Int(v) => v.clear(),
+                Values::Str(s) => {
+                    s.data.clear();
+                    s.ends.clear();
+                    s.present.clear();
+                }
+            }
+        }
+        self.rows = 0;
+        self.bytes = 0;
+    }
+
+    /// Writes row `row` as one record of a sorted run (`runs.rs`): each column in order, an
+    /// int as a flag byte and 8 bytes, a string as a flag byte, its length and its bytes.
+    pub(crate) fn push_record(&self, row: usize, out: &mut Vec<u8>) {
+        for values in &self.columns {
+            match values {
+                Values::Int(v) => match v[row] {
+                    Some(n) => {
+                        out.push(1);
+                        out.extend_from_slice(&n.to_le_bytes());
+                    }
+                    None => out.push(0),
+                },
+                Values::Str(s) => match s.span(row) {
+                    Some(span) => {
+                        out.push(1);
+                        out.extend_from_slice(&(span.len() as u64).to_le_bytes());
+                        out.extend_from_slice(&s.data[span]);
+                    }
+                    None => out.push(0),
+                },
+            }
+        }
+    }
+
+    /// Adds the row of a record [`Table::push_record`] wrote; `None` if it is cut short.
+    pub(crate) fn add_record(&mut self, mut record: &[u8]) -> Option<()> {
+        for col in 0..self.columns.len() {
+            let (&flag, rest) = record.split_first()?;
+            record = rest;
+            let kind = match self.columns[col] {
+                Values::Int(_) => Kind::Int,
+                Values::Str(_) => Kind::Str,
+            };
+            match (kind, flag) {
+                (Kind::Int, 1) => {
+                    let n = i64::from_le_bytes(record.get(..8)?.try_into().ok()?);
+                    record = &record[8..];
+                    self.int(col, Some(n));
+                }
+                (Kind::Str, 1) => {
+                    let len = u64::from_le_bytes(record.get(..8)?.try_into().ok()?) as usize;
+                    let text = record.get(8..8 + len)?;
+                    record = &record[8 + len..];
+                    self.str(col, Some(text));
+                }
+                (Kind::Int, _) => {
+                    self.int(col, None);
+                }
+                (Kind::Str, _) => {
+                    self.str(col, None);
+                }
+            }
+        }
+        self.end_row();
+        Some(())
+    }
+}
+
+/// A Parquet file being written a row group at a time.
+pub(crate) struct ParquetOut {
+    path: std::path::PathBuf,
+    writer: SerializedFileWriter<BufWriter<File>>,
+}
+
+/// A parquet error while writing `path`, as the crate's I/O error.
+fn write_error(path: &Path, e: &parquet::errors::ParquetError) -> Error {
+    Error::io(
+        format!("cannot write {}", path.display()),
+        std::io::Error::other(e.to_string()),
+    )
+}
+
+impl ParquetOut {
+    /// A new file at `path` (created exclusively) for a table of `defs`.
+    pub(crate) fn create(path: &Path, defs: &'static [Def], zstd_level: i32) -> Result<Self> {
+        let fail = |e: parquet::errors::ParquetError| write_error(path, &e);
         let file = File::create_new(path)
             .map_err(|e| Error::io(format!("cannot create {}", path.display()), e))?;
-        let mut writer = SerializedFileWriter::new(
+        let writer = SerializedFileWriter::new(
             BufWriter::with_capacity(1 << 20, file),
-            self.schema().map_err(fail)?,
-            Arc::new(self.properties(zstd_level).map_err(fail)?),
+            schema(defs).map_err(fail)?,
+            Arc::new(properties(defs, zstd_level).map_err(fail)?),
         )
         .map_err(fail)?;
-        let per_row = self.bytes / self.rows.max(1) + 1;
-        let group_rows = (GROUP_BYTES / per_row).clamp(1, GROUP_ROWS);
-        for group in order.chunks(group_rows) {
-            check()?;
-            let mut rg = writer.next_row_group().map_err(fail)?;
-            let mut col = 0;
-            while let Some(mut cw) = rg.next_column().map_err(fail)? {
-                let required = col == 0 && self.defs[0].name == "seq";
-                let mut levels = Vec::with_capacity(group.len());
-                match &self.columns[col] {
-                    Values::Int(values) => {
-                        let mut out = Vec::with_capacity(group.len());
-                        for &r in group {
-                            let v = values[r as usize];
-                            levels.push(i16::from(v.is_some()));
-                            out.extend(v);
-                        }
-                        let levels = (!required).then_some(&levels[..]);
-                        cw.typed::<Int64Type>()
-                            .write_batch(&out, levels, None)
-                            .map_err(fail)?;
+        Ok(ParquetOut {
+            path: path.to_path_buf(),
+            writer,
+        })
+    }
+
+    /// Writes the rows `group` of `table` (in that order) as one row group.
+    pub(crate) fn write_group(&mut self, table: &Table, group: &[u32]) -> Result<()> {
+        let path = &self.path;
+        let fail = |e: parquet::errors::ParquetError| write_error(path, &e);
+        let mut rg = self.writer.next_row_group().map_err(fail)?;
+        let mut col = 0;
+        while let Some(mut cw) = rg.next_column().map_err(fail)? {
+            let required = col == 0 && table.defs[0].name == "seq";
+            let mut levels = Vec::with_capacity(group.len());
+            match &table.columns[col] {
+                Values::Int(values) => {
+                    let mut out = Vec::with_capacity(group.len());
+                    for &r in group {
+                        let v = values[r as usize];
+                        levels.push(i16::from(v.is_some()));
+                        out.extend(v);
                     }
-                    Values::Str(strings) => {
-                        // One shared buffer the values are views of (no copy per value).
-                        let data = Bytes::copy_from_slice(&strings.data);
-                        let mut out = Vec::with_capacity(group.len());
-                        for &r in group {
-                            let v = strings.span(r as usize);
-                            levels.push(i16::from(v.is_some()));
-                            out.extend(v.map(|s| ByteArray::from(data.slice(s))));
-                        }
-                        cw.typed::<ByteArrayType>()
-                            .write_batch(&out, Some(&levels), None)
-                            .map_err(fail)?;
-                    }
+                    let levels = (!required).then_some(&levels[..]);
+                    cw.typed::<Int64Type>()
+                        .write_batch(&out, levels, None)
+                        .map_err(fail)?;
                 }
-                cw.close().map_err(fail)?;
-                col += 1;
+                Values::Str(strings) => {
+                    // One shared buffer the values are views of (no copy per value).
+                    let data = Bytes::copy_from_slice(&strings.data);
+                    let mut out = Vec::with_capacity(group.len());
+                    for &r in group {
+                        let v = strings.span(r as usize);
+                        levels.push(i16::from(v.is_some()));
+                        out.extend(v.map(|s| ByteArray::from(data.slice(s))));
+                    }
+                    cw.typed::<ByteArrayType>()
+                        .write_batch(&out, Some(&levels), None)
+                        .map_err(fail)?;
+                }
             }
-            rg.close().map_err(fail)?;
+            cw.close().map_err(fail)?;
+            col += 1;
         }
-        let out = writer.into_inner().map_err(fail)?;
+        rg.close().map_err(fail)?;
+        Ok(())
+    }
+
+    /// Writes the footer and closes the file.
+    pub(crate) fn close(self) -> Result<()> {
+        let path = self.path;
+        let out = self
+            .writer
+            .into_inner()
+            .map_err(|e| write_error(&path, &e))?;
         out.into_inner()
             .map_err(|e| Error::io(format!("cannot write {}", path.display()), e.into_error()))?;
         Ok(())
     }
+}
 
-    fn schema(&self) -> parquet::errors::Result<Arc<SchemaType>> {
-        let mut fields = Vec::with_capacity(self.defs.len());
-        for (i, d) in self.defs.iter().enumerate() {
-            let required = i == 0 && d.name == "seq";
-            let (physical, logical) = match d.kind {
-                Kind::Int => (Physical::INT64, None),
-                Kind::Str => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
-            };
-            let field = SchemaType::primitive_type_builder(d.name, physical)
-                .with_repetition(if required {
-                    Repetition::REQUIRED
-                } else {
-                    Repetition::OPTIONAL
-                })
-                .with_logical_type(logical)
-                .build()?;
-            fields.push(Arc::new(field));
-        }
-        Ok(Arc::new(
-            SchemaType::group_type_builder("kinetrace")
-                .with_fields(fields)
-                .build()?,
-        ))
+/// The Parquet schema of a table of `defs`.
+fn schema(defs: &[Def]) -> parquet::errors::Result<Arc<SchemaType>> {
+    let mut fields = Vec::with_capacity(defs.len());
+    for (i, d) in defs.iter().enumerate() {
+        let required = i == 0 && d.name == "seq";
+        let (physical, logical) = match d.kind {
+            Kind::Int => (Physical::INT64, None),
+            Kind::Str => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+        };
+        let field = SchemaType::primitive_type_builder(d.name, physical)
+            .with_repetition(if required {
+                Repetition::REQUIRED
+            } else {
+                Repetition::OPTIONAL
+            })
+            .with_logical_type(logical)
+            .build()?;
+        fields.push(Arc::new(field));
     }
+    Ok(Arc::new(
+        SchemaType::group_type_builder("kinetrace")
+            .with_fields(fields)
+            .build()?,
+    ))
+}
 
-    fn properties(&self, zstd_level: i32) -> parquet::errors::Result<WriterProperties> {
-        let mut props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
-            .set_created_by(format!("kinetrace {}", env!("CARGO_PKG_VERSION")))
-            .set_key_value_metadata(Some(vec![KeyValue::new(
-                "kinetrace.schema".to_owned(),
-                SCHEMA_VERSION.to_string(),
-            )]))
-            .set_max_row_group_row_count(Some(GROUP_ROWS))
-            .set_data_page_size_limit(1 << 20)
-            .set_dictionary_page_size_limit(1 << 20);
-        // JSON text of every event is nearly always unique: a dictionary would only cost.
-        for name in ["args", "extra", "header"] {
-            if self.defs.iter().any(|d| d.name == name) {
-                props = props.set_column_dictionary_enabled(ColumnPath::from(name), false);
-            }
+/// How a table of `defs` is written.
+fn properties(defs: &[Def], zstd_level: i32) -> parquet::errors::Result<WriterProperties> {
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(zstd_level)?))
+        .set_created_by(format!("kinetrace {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "kinetrace.schema".to_owned(),
+            SCHEMA_VERSION.to_string(),
+        )]))
+        .set_max_row_group_row_count(Some(GROUP_ROWS))
+        .set_data_page_size_limit(1 << 20)
+        .set_dictionary_page_size_limit(1 << 20);
+    // JSON text of every event is nearly always unique: a dictionary would only cost.
+    for name in ["args", "extra", "header"] {
+        if defs.iter().any(|d| d.name == name) {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(name), false);
         }
-        // Times and indices grow through the file: their differences are small.
-        for name in ["seq", "ts_ns", "event_seq"] {
-            if self.defs.iter().any(|d| d.name == name) {
-                let path = ColumnPath::from(name);
-                props = props
-                    .set_column_dictionary_enabled(path.clone(), false)
-                    .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
-            }
-        }
-        Ok(props.build())
     }
+    // Times and indices grow through the file: their differences are small.
+    for name in ["seq", "ts_ns", "event_seq"] {
+        if defs.iter().any(|d| d.name == name) {
+            let path = ColumnPath::from(name);
+            props = props
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
+        }
+    }
+    Ok(props.build())
 }
