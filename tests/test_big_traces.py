@@ -78,6 +78,10 @@ def _merge(src: Path, out: Path, rank1: Path) -> list[str]:
     return ["merge", str(src), str(rank1), "-o", str(out / "merged.json")]
 
 
+def _parquet(src: Path, out: Path, rank1: Path) -> list[str]:
+    return ["parquet", str(src), "-o", str(out / "dataset")]
+
+
 #: Each tool's command line on (source, output folder, the other rank). ``kinetrace
 #: summary`` (issue 30) belongs here too once it lands: ``"summary": _summary``.
 TOOLS: dict[str, Callable[[Path, Path, Path], list[str]]] = {
@@ -86,7 +90,14 @@ TOOLS: dict[str, Callable[[Path, Path, Path], list[str]]] = {
     "filter": _filter,
     "filter-cutting-flows": _filter_cutting_flows,
     "merge": _merge,
+    "parquet": _parquet,
 }
+
+#: What a tool holds beyond the bound of :func:`memory_bound`: ``parquet`` keeps up to 48
+#: MiB of rows (estimated) before it spills a sorted run to disk, and one row group
+#: (``GROUP_BYTES``, 128 MiB estimated) while it merges the runs into the file (measured:
+#: 254 MiB beyond a 2 MB trace's at 1.05 GB, 2026-12-02).
+EXTRA = {"parquet": (48 + 128) * MiB}
 
 #: Known to break the bound (strict: the test fails once it holds, to remove the mark).
 GROWING = {
@@ -149,13 +160,14 @@ def test_memory_does_not_grow_with_the_trace(
     baseline = peak_rss(command(traces["small"], tmp_path / "small", traces["rank1"]))
     peak = peak_rss(command(traces["big"], tmp_path / "big", traces["rank1"]))
     growth = peak - baseline
+    bound = memory_bound() + EXTRA.get(tool, 0)
     record_property("memory", {"tool": tool, "baseline": baseline, "peak": peak})
     print(
         f"\nkinetrace {tool} on {traces['big'].stat().st_size / 1e9:.2f} GB: peak RSS "
         f"{peak / MiB:.0f} MiB, {growth / MiB:.0f} MiB beyond a 2 MB trace's "
-        f"(bound {memory_bound() / MiB:.0f} MiB)"
+        f"(bound {bound / MiB:.0f} MiB)"
     )
-    assert growth <= memory_bound(), f"{growth / MiB:.0f} MiB > {memory_bound() / MiB:.0f} MiB"
+    assert growth <= bound, f"{growth / MiB:.0f} MiB > {bound / MiB:.0f} MiB"
 
 
 def test_split_and_filter_keep_every_event(traces: dict[str, Path], tmp_path: Path) -> None:
