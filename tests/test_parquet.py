@@ -129,7 +129,7 @@ def test_typed_args_and_extra_members(tmp_path: Path) -> None:
             "tid": 2,
             "ts": 10.5,
             "dur": 3.25,
-            "args": {"correlation": 7, "External id": "12"},
+            "args": {"correlation": 7, "External id": "12", "stream": 7.5},
         },
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 7, "pid": 1, "tid": 2, "ts": 10.5},
         {
@@ -151,7 +151,7 @@ def test_typed_args_and_extra_members(tmp_path: Path) -> None:
                 "Input Dims": [[2, 3]],
                 "Collective name": "allreduce",
                 "In msg nelems": 10,
-                "Out msg nelems": "11",
+                "Out msg nelems": "11.00",
                 "Group size": 2,
                 "dtype": "Float",
                 "Process Group Name": "0",
@@ -194,6 +194,7 @@ def test_typed_args_and_extra_members(tmp_path: Path) -> None:
     runtime, kernel, instant = rows[1], rows[3], rows[5]
     assert (runtime["ts_ns"], runtime["dur_ns"]) == (1010500, 3250)
     assert (runtime["correlation"], runtime["external_id"]) == (7, 12)
+    assert runtime["stream"] is None  # not a whole number
     assert kernel["name"] == 'k\u00e9"q' and kernel["ts_ns"] == 1001000
     assert (kernel["tid"], kernel["tid_text"]) == (None, "stream 7")
     assert (kernel["stream"], kernel["device"]) == (9, 0)  # of a key written twice, the last

@@ -219,9 +219,16 @@ fn int_of_number(value: &[u8]) -> Option<i64> {
     i64::try_from(parse_int(value)?).ok()
 }
 
-/// An integer written as a number without fraction or exponent, or as a string of one.
+/// A whole number written as an integer or with a zero fraction (`7.0`, as some writers
+/// write a stream), or as a string of one (the `exact` summary reads them so).
 fn int_of(value: &[u8]) -> Option<i64> {
-    int_of_number(string_body(value).unwrap_or(value))
+    let text = string_body(value).unwrap_or(value);
+    match text.iter().position(|&b| b == b'.') {
+        Some(dot) if text[dot + 1..].iter().all(|&b| b == b'0') && dot + 1 < text.len() => {
+            int_of_number(&text[..dot])
+        }
+        _ => int_of_number(text),
+    }
 }
 
 /// A time in µs as written, in whole ns (digits below the ns dropped).
