@@ -166,6 +166,24 @@ def test_kinetrace_profile_and_background(tmp_path: Path, suffix: str) -> None:
     assert kinetrace.wait() == []
 
 
+def test_export_parquet_is_the_exported_trace_as_tables(tmp_path: Path) -> None:
+    """``export_parquet`` (the export through a FIFO into the converter; on torch < 2.13 the
+    fallback's) writes the tables ``to_parquet`` makes of the exported ``.json``: the same
+    rows, so the same Parquet bytes (the writer is deterministic; ``meta`` names the source
+    and differs)."""
+    prof = record()
+    kinetrace.export_chrome_trace(prof, tmp_path / "t.json")
+    via_json = kinetrace.to_parquet(tmp_path / "t.json", tmp_path / "via-json")
+    direct = kinetrace.export_parquet(prof, tmp_path / "direct")
+    (a,), (b,) = via_json.ranks, direct.ranks
+    assert (a.events, a.flows, a.tracks) == (b.events, b.flows, b.tracks)
+    assert a.events >= MM_CALLS
+    for table in ("events", "flows", "tracks"):
+        (x,) = (tmp_path / "via-json" / table).rglob("*.parquet")
+        (y,) = (tmp_path / "direct" / table).rglob("*.parquet")
+        assert x.read_bytes() == y.read_bytes(), table
+
+
 @pytest.mark.parametrize("use_gzip", [False, True])
 @pytest.mark.parametrize("cls", [kinetrace.profile, torch.profiler.profile])
 def test_schedule_and_trace_handler(tmp_path: Path, cls: Any, use_gzip: bool) -> None:
