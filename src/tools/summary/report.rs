@@ -69,7 +69,36 @@ pub(crate) fn label(mask: u8) -> String {
     parts.join(" overlapping ")
 }
 
-/// ns as µs (correctly rounded, so a whole number of ns prints as its exact decimal).
+/// ns as µs: the double nearest to `ns / 1000` (so a whole number of ns prints as its exact
+/// decimal).
 pub(crate) fn us(ns: i64) -> f64 {
-    ns as f64 / 1000.0
+    const EXACT: i64 = 1 << 53;
+    if (-EXACT..=EXACT).contains(&ns) {
+        return ns as f64 / 1000.0; // `ns` is exact as a double: one rounding, the division's
+    }
+    // Beyond 2^53 ns (104 days) `ns as f64` would round first: parse the exact decimal.
+    let abs = ns.unsigned_abs();
+    let sign = if ns < 0 { "-" } else { "" };
+    format!("{sign}{}.{:03}", abs / 1000, abs % 1000)
+        .parse()
+        .expect("a decimal number")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::us;
+
+    #[test]
+    fn microseconds_are_the_nearest_double_to_the_decimal() {
+        assert_eq!(us(737_591), 737.591);
+        assert_eq!(us(-1_500), -1.5);
+        // Past 2^53 ns a conversion to double first would give ...767.996.
+        let ns = 9_007_199_254_767_995;
+        assert_eq!(us(ns), "9007199254767.995".parse::<f64>().unwrap());
+        assert_ne!(us(ns), ns as f64 / 1000.0);
+        assert_eq!(
+            us(i64::MIN),
+            "-9223372036854775.808".parse::<f64>().unwrap()
+        );
+    }
 }
