@@ -155,6 +155,12 @@ impl Decimal {
     }
 }
 
+/// A time in µs as written (`ts`, `dur`), in whole ns (digits beyond the ns are dropped),
+/// when it fits 64 bits: summary's figures and the Parquet tables' times.
+pub(crate) fn ns_of(text: Option<&[u8]>) -> Option<i64> {
+    i64::try_from(Decimal::parse(text?)?.floor_ns()?).ok()
+}
+
 /// `text` (a `baseTimeNanoseconds` value) as an integer.
 pub(crate) fn parse_int(text: &[u8]) -> Option<i128> {
     let (negative, digits) = match text.split_first()? {

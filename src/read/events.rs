@@ -69,8 +69,13 @@ pub(crate) struct Event<'a> {
 pub(crate) type ValueSpans = [(u32, u32); 8];
 
 /// Slots of [`field_slot`] that readers of [`Event::values`] name.
+pub(crate) const SLOT_PH: usize = 0;
+pub(crate) const SLOT_CAT: usize = 1;
+pub(crate) const SLOT_NAME: usize = 2;
 pub(crate) const SLOT_PID: usize = 3;
+pub(crate) const SLOT_TID: usize = 4;
 pub(crate) const SLOT_TS: usize = 5;
+pub(crate) const SLOT_DUR: usize = 6;
 pub(crate) const SLOT_ID: usize = 7;
 
 impl Event<'_> {

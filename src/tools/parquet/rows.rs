@@ -5,24 +5,19 @@
 use std::borrow::Cow;
 
 use crate::error::Result;
-use crate::json::decimal::{parse_int, Decimal};
+use crate::json::decimal::{ns_of, parse_int};
 use crate::json::object::{
     for_each_member, for_each_member_and_nested, member, member_value, string_body, unescaped,
     Duplicates,
 };
-use crate::read::events::{Event, Visitor, SLOT_ID, SLOT_PID, SLOT_TS};
+use crate::read::events::{
+    Event, Visitor, SLOT_CAT, SLOT_DUR, SLOT_ID, SLOT_NAME, SLOT_PH, SLOT_PID, SLOT_TID, SLOT_TS,
+};
 use crate::read::filter::Binder;
 use crate::read::ranks::distributed_rank;
 
 use super::runs::Runs;
 use super::table::{int, string, Def, Table, SEQ, TS};
-
-/// Slots of [`Event::values`] read here (the reader's numbering).
-const SLOT_PH: usize = 0;
-const SLOT_CAT: usize = 1;
-const SLOT_NAME: usize = 2;
-const SLOT_TID: usize = 4;
-const SLOT_DUR: usize = 6;
 
 /// `events`' columns (docs/parquet.md), in order.
 pub(crate) const EVENTS: &[Def] = &[
@@ -229,11 +224,6 @@ fn int_of(value: &[u8]) -> Option<i64> {
         }
         _ => int_of_number(text),
     }
-}
-
-/// A time in µs as written, in whole ns (digits below the ns dropped).
-fn ns_of(value: Option<&[u8]>) -> Option<i64> {
-    i64::try_from(Decimal::parse(value?)?.floor_ns()?).ok()
 }
 
 /// The typed arguments found in an event's `args` (of a key written twice, the last, as a

@@ -11,14 +11,11 @@
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::json::decimal::Decimal;
+use crate::json::decimal::ns_of;
 use crate::json::object::string_body;
 use crate::json::object::{member, Duplicates};
-use crate::read::events::{Event, Visitor, SLOT_TS};
+use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_TS};
 use crate::read::ranks::distributed_rank;
-
-/// `dur`'s slot in [`Event::values`].
-const SLOT_DUR: usize = 6;
 
 /// Categories of GPU activities (CUDA, ROCm, MTIA and the 2021 format).
 pub(crate) const GPU_CATS: [&str; 7] = [
@@ -96,12 +93,6 @@ fn stream_and_correlation(raw: &[u8]) -> (i64, i64) {
         ),
         _ => (-1, -1),
     }
-}
-
-/// A time in µs as written, in whole ns (digits beyond the ns are dropped).
-pub(crate) fn ns_of(text: Option<&[u8]>) -> Option<i64> {
-    let d = Decimal::parse(text?)?;
-    i64::try_from(d.floor_ns()?).ok()
 }
 
 /// One GPU activity under the `exact` rules.
