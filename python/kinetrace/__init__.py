@@ -67,7 +67,6 @@ _PROFILER_NAMES = frozenset(
         "profile",
         "schedule",
         "tensorboard_trace_handler",
-        "to_parquet",
         "uninstall",
     }
 )
