@@ -71,22 +71,7 @@ pub(crate) fn for_each_member<'a>(
     if s.ws()? != b'{' {
         return None;
     }
-    s.pos += 1;
-    if s.ws()? == b'}' {
-        return Some(());
-    }
-    loop {
-        let k = s.key()?;
-        s.ws()?;
-        let start = s.pos;
-        s.value(1)?;
-        f(&obj[k.start..k.end], &obj[start..s.pos]);
-        match s.ws()? {
-            b',' => s.pos += 1,
-            b'}' => return Some(()),
-            _ => return None,
-        }
-    }
+    members_at(&mut s, 1, &mut f)
 }
 
 /// [`for_each_member`], with the members of member `nested`'s value (when an object) told
@@ -112,7 +97,7 @@ pub(crate) fn for_each_member_and_nested<'a>(
         s.ws()?;
         let start = s.pos;
         if key == nested && obj[start] == b'{' {
-            members_at(&mut s, &mut inner)?;
+            members_at(&mut s, 2, &mut inner)?;
         } else {
             s.value(1)?;
         }
@@ -125,9 +110,13 @@ pub(crate) fn for_each_member_and_nested<'a>(
     }
 }
 
-/// Tells `f` the members of the object at the scanner's position (its `{`), leaving the
-/// scanner after its `}`.
-fn members_at<'a>(s: &mut Scanner<'a>, f: &mut impl FnMut(&'a [u8], &'a [u8])) -> Option<()> {
+/// Tells `f` the members of the object at the scanner's position (its `{`, at nesting
+/// `depth`), leaving the scanner after its `}`.
+fn members_at<'a>(
+    s: &mut Scanner<'a>,
+    depth: usize,
+    f: &mut impl FnMut(&'a [u8], &'a [u8]),
+) -> Option<()> {
     let text = s.buf;
     s.pos += 1;
     if s.ws()? == b'}' {
@@ -138,7 +127,7 @@ fn members_at<'a>(s: &mut Scanner<'a>, f: &mut impl FnMut(&'a [u8], &'a [u8])) -
         let k = s.key()?;
         s.ws()?;
         let start = s.pos;
-        s.value(2)?;
+        s.value(depth)?;
         f(&text[k.start..k.end], &text[start..s.pos]);
         match s.ws()? {
             b',' => s.pos += 1,
