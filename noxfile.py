@@ -180,18 +180,46 @@ def _ensure_browser(session: nox.Session) -> None:
     )
 
 
-def _suite_wheel() -> Path:
-    """The x86_64/aarch64 manylinux_2_28 wheel ``scripts/build-wheels.sh`` left in dist/ for
-    this machine."""
+@nox.session(python=False, default=False)
+def packages(session: nox.Session) -> None:
+    """The Debian packages the suite's outside tools need (the browser, Java), installed as
+    root when missing: ``scripts/prefetch.sh`` runs it early in CI, beside the builds."""
+    _ensure_browser(session)
+
+
+def _tree_stamp() -> str:
+    """What identifies this work tree's state (``scripts/tree-stamp.sh``)."""
+    import subprocess
+
+    return subprocess.run(
+        [str(ROOT / "scripts" / "tree-stamp.sh")], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def _suite_wheel() -> Path | None:
+    """The x86_64/aarch64 manylinux_2_28 wheel ``scripts/build-wheels.sh`` built in dist/ for
+    this machine from this very tree (its ``.source`` stamp), or None: a wheel of another
+    commit or of other uncommitted changes is never tested as this one."""
     machine = os.uname().machine
     wheels = sorted(ROOT.glob(f"dist/kinetrace-*-manylinux_2_28_{machine}.whl"))
-    if not wheels:
-        raise RuntimeError(f"no manylinux_2_28_{machine} wheel in dist/: run nox -s wheel")
-    return wheels[-1]
+    if len(wheels) != 1:
+        return None
+    stamp = wheels[0].with_name(wheels[0].name + ".source")
+    if not stamp.is_file() or stamp.read_text() != _tree_stamp():
+        return None
+    return wheels[0]
 
 
 def _install_suite_wheel(session: nox.Session) -> None:
-    session.install("--reinstall", "--no-deps", str(_suite_wheel()))
+    """The release wheel of this tree (``nox -s wheel`` builds it once; every session that
+    tests the wheel reuses it)."""
+    wheel = _suite_wheel()
+    if wheel is None:
+        session.error(
+            f"no manylinux_2_28_{os.uname().machine} wheel of this tree in dist/: run "
+            "nox -s wheel first (scripts/test.sh does)"
+        )
+    session.install("--reinstall", "--no-deps", str(wheel))
 
 
 def _pytest(session: nox.Session, *args: str, **kwargs: object) -> None:
@@ -226,8 +254,9 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def rust(session: nox.Session) -> None:
-    """The Rust core's tests, without Python: ``cargo test`` in the fast profile, or with the
-    arguments given (CI: ``-- --release``, where the >4 GiB gzip test runs in seconds)."""
+    """The Rust core's tests, without Python: ``cargo test`` in the fast profile (optimised,
+    no whole-program LTO: no test needs LTO, and the release profile's single codegen unit
+    costs minutes of build), or with the arguments given (``-- --release``)."""
     args = session.posargs or ["--profile", "fast"]
     session.run("cargo", "test", "--quiet", *args, external=True)
 
@@ -252,28 +281,37 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=MAIN_PYTHON)
 def wheel(session: nox.Session) -> None:
-    """The release wheel for this machine (abi3, manylinux_2_28, checked), into dist/."""
+    """The release wheel for this machine (abi3, manylinux_2_28, checked), into dist/, once per
+    state of the tree: a wheel this tree built already is kept (``scripts/tree-stamp.sh``).
+    The sessions below test that wheel: ``nox -s wheel suite``."""
     session.install(*BUILD)
     session.run("scripts/build-wheels.sh", os.uname().machine, external=True)
 
 
-@nox.session(python=MAIN_PYTHON, requires=["wheel"])
+@nox.session(python=MAIN_PYTHON)
 def suite(session: nox.Session) -> None:
     """CI's main suite: the release wheel installed, mypy (strict), the stub check, every test
-    (pytest arguments after ``--``), and the panic tests against a build with the test-hooks
-    feature (never released)."""
+    but the slow ones (pytest arguments after ``--``). The Catapult and consumer tests fail
+    instead of skipping when the browser, Java, HTA or TensorBoard's plugin is missing."""
     _install_dev(session)
     _ensure_browser(session)
     _install_suite_wheel(session)
     session.run("python", "-m", "mypy")
     session.run("python", "-m", "mypy.stubtest", "kinetrace._kinetrace")
-    # Here the Catapult and consumer tests fail instead of skipping when the browser, HTA or
-    # TensorBoard's plugin is missing or broken (tests/support/catapult.py, consumers.py).
-    _pytest(session, *session.posargs, env=REQUIRE_EVERYTHING)
-    # The panic hooks: the extension once more with the cargo feature test-hooks, unpacked
-    # and put first on the path for tests/test_panics.py alone; KINETRACE_REQUIRE_TEST_HOOKS
-    # makes a build without them fail the file instead of skipping it.
+    _pytest(session, "-m", "not slow", "--durations=25", *session.posargs, env=REQUIRE_EVERYTHING)
+
+
+@nox.session(python=MAIN_PYTHON)
+def hooks(session: nox.Session) -> None:
+    """The tests that need the cargo feature ``test-hooks`` (never in a release wheel): the
+    extension built with it, unpacked and put first on the path for tests/test_panics.py
+    (panics become errors) and tests/test_bench_gate.py (a kinetrace slowed on purpose
+    turns the benchmark gate red). ``KINETRACE_REQUIRE_TEST_HOOKS`` makes a build without
+    the hooks fail those files instead of skipping them."""
+    _install_dev(session)
+    _install_suite_wheel(session)  # benches/gate.py's peers: the same torch, the wheel's code
     hooks = Path(session.create_tmp()) / "test-hooks"
+    shutil.rmtree(hooks, ignore_errors=True)
     session.run(
         "maturin",
         "build",
@@ -290,24 +328,37 @@ def suite(session: nox.Session) -> None:
     _pytest(
         session,
         "tests/test_panics.py",
+        "tests/test_bench_gate.py",
+        *session.posargs,
         env={"PYTHONPATH": str(hooks / "site"), "KINETRACE_REQUIRE_TEST_HOOKS": "1"},
     )
 
 
-@nox.session(python=MAIN_PYTHON, requires=["wheel"])
+@nox.session(python=MAIN_PYTHON)
 def slow(session: nox.Session) -> None:
     """The slow set (``@pytest.mark.slow``: the tools on a >1 GB trace and their memory in a
     fresh process, workers' memory at 510k activities) against the release wheel; about 8
     minutes on 2 busy cores. A test that cannot run here fails or says why it skipped."""
     _install_dev(session)
     _install_suite_wheel(session)
-    _pytest(session, "-m", "slow", "--run-slow", "tests", *session.posargs, env=REQUIRE_EVERYTHING)
+    _pytest(
+        session,
+        "-m",
+        "slow",
+        "--run-slow",
+        "--timeout=2400",  # one test on a 1 GB trace takes minutes on 2 busy cores
+        "--durations=10",
+        "tests",
+        *session.posargs,
+        env=REQUIRE_EVERYTHING,
+    )
 
 
 @nox.session(python=MAIN_PYTHON)
 def install(session: nox.Session) -> None:
-    """Both manylinux wheels and the sdist, built and checked, then installed as users do:
-    a clean venv without Rust (x86_64) and qemu-user in an arm64 root filesystem (aarch64)."""
+    """Both manylinux wheels and the sdist, built and checked (a wheel this tree built already
+    is kept), then installed as users do: a clean venv without Rust (x86_64) and qemu-user in
+    an arm64 root filesystem (aarch64)."""
     session.install(*BUILD)
     session.run("scripts/test-install.sh", external=True)
 
@@ -323,18 +374,15 @@ def workflows(session: nox.Session) -> None:
     )
 
 
-@nox.session(requires=["wheel"])
+@nox.session
 @nox.parametrize(("torch", "python"), COMPAT)
 def compat(session: nox.Session, torch: str) -> None:
     """One row of the supported table: the release wheel on that torch and Python, every
-    entry point (tests/compat), then the timings against torch's own export."""
+    entry point (tests/compat). Its timings against torch's own export are a benchmark, not a
+    check: ``python benches/compat_timing.py`` in such a venv (docs/supported.md)."""
     session.install(f"torch=={torch}", "-r", "requirements-compat.txt")
     _install_suite_wheel(session)
-    _pytest(session, "tests/compat")
-    iterations = os.environ.get("KINETRACE_COMPAT_ITERATIONS", "10000")
-    # The table, and its ratios against the committed ones (benches/results/compat.json;
-    # a ratio that moved by more than 25% is marked, never failing the session).
-    session.run("python", "benches/compat_timing.py", "--compare", "--iterations", iterations)
+    _pytest(session, "tests/compat", *session.posargs)
 
 
 # --------------------------------------------------------------------------------------
@@ -342,14 +390,14 @@ def compat(session: nox.Session, torch: str) -> None:
 # --------------------------------------------------------------------------------------
 
 
-@nox.session(python=MAIN_PYTHON, requires=["wheel"])
+@nox.session(python=MAIN_PYTHON)
 def bench(session: nox.Session) -> None:
-    """The short benchmarks CI prints (ratios against the last full run, never failing)."""
+    """The benchmark gate (``benches/gate.py``): kinetrace against stock torch, torch's Python
+    exporter and HTA in the same run, failing when a ratio falls below its floor; then the
+    short training benchmark's table."""
     _install_dev(session)
     _install_suite_wheel(session)
-    session.run(
-        "python", "benches/bench_export.py", "--iterations", "5000", "--repeat", "1", "--compare"
-    )
+    session.run("python", "benches/gate.py", *session.posargs)
     session.run("python", "benches/bench_training.py", "--quick")
 
 
@@ -357,8 +405,9 @@ def bench(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The main job: a built-in workload profiled, exported by kinetrace and by torch's two
     exporters, and the comparison printed (arguments after ``--`` go to ``kinetrace demo``).
-    It needs what it shows and nothing more: torch and the release wheel (and numpy, whose
-    absence torch warns about on import)."""
+    It needs what it shows and nothing more: torch and the release wheel of this tree (the
+    ``wheel`` session builds it unless dist/ has it already), and numpy, whose absence torch
+    warns about on import."""
     session.install(_torch_pin(), "numpy")
     _install_suite_wheel(session)
     session.run("python", "-m", "kinetrace", "demo", *session.posargs)

@@ -92,6 +92,16 @@ check_wheel() {
   rm -rf "$tmp"
 }
 
+# current_wheel ARCH: prints dist/'s ARCH wheel if it was built from this very tree (its
+# WHEEL.source equals scripts/tree-stamp.sh's output); fails otherwise.
+current_wheel() {
+  local wheel
+  wheel=$(ls dist/kinetrace-*-"$MANYLINUX"_"$1".whl 2>/dev/null) || return 1
+  [ "$(printf '%s\n' "$wheel" | grep -c .)" = 1 ] && [ -f "$wheel.source" ] || return 1
+  [ "$(cat "$wheel.source")" = "$("$ROOT/scripts/tree-stamp.sh")" ] || return 1
+  printf '%s\n' "$wheel"
+}
+
 for w in "${wanted[@]}"; do
   if [ "$w" == sdist ]; then
     log "building the sdist"
@@ -107,9 +117,17 @@ for w in "${wanted[@]}"; do
     echo "ok $(basename "$sdist"): $(grep -c . <<<"$members") files"
     continue
   fi
+  # A wheel this tree already built (and checked) is kept: the same tree builds the same
+  # bytes, so one CI run builds each wheel once (KINETRACE_REBUILD_WHEELS=1: always build).
+  if [ "${KINETRACE_REBUILD_WHEELS:-0}" != 1 ] && current_wheel "$w" >/dev/null; then
+    echo "ok $(basename "$(current_wheel "$w")"): built from this tree already, kept"
+    continue
+  fi
   log "building the $MANYLINUX $w wheel (zig, target ${RUST_TARGET[$w]})"
-  rm -f dist/kinetrace-*_"$w".whl
+  stamp=$("$ROOT/scripts/tree-stamp.sh") # before the build: what it is built from
+  rm -f dist/kinetrace-*_"$w".whl dist/kinetrace-*_"$w".whl.source
   maturin build --release --locked --quiet --zig --compatibility "$MANYLINUX" \
     --target "${RUST_TARGET[$w]}" --out dist
   check_wheel "$w" dist/kinetrace-*-"$MANYLINUX"_"$w".whl
+  printf '%s\n' "$stamp" >"$(ls dist/kinetrace-*-"$MANYLINUX"_"$w".whl).source"
 done

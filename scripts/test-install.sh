@@ -2,13 +2,15 @@
 # The release artifacts as users get them (`nox -s install`, which scripts/test.sh runs, with the
 # build tools of requirements-build.txt on PATH):
 #  1. scripts/build-wheels.sh: both manylinux_2_28 wheels and the sdist, with their checks
-#     (tag, .so architecture, newest glibc symbol <= 2.28, auditwheel);
+#     (tag, .so architecture, newest glibc symbol <= 2.28, auditwheel); a wheel this tree
+#     built already (scripts/test.sh's fresh demo built the x86_64 one) is kept;
 #  2. x86_64: a clean venv with no Rust toolchain on PATH, torch installed, then `pip install`
 #     of the wheel from dist/ (offline: pip must find torch already satisfying the wheel's
 #     dependency); a real profile exported, `kinetrace check`, `kinetrace demo`;
 #  3. aarch64: the wheel's torch-free parts (import, GzipWriter, check_trace, compress) run by
 #     an arm64 Python of a Debian arm64 root filesystem under qemu-user. The root filesystem
-#     is made once with debootstrap and cached in $KINETRACE_CACHE/arm64-rootfs.
+#     is made once with debootstrap and cached in $KINETRACE_CACHE/arm64-rootfs
+#     (scripts/arm64-rootfs.sh).
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
 
@@ -65,35 +67,8 @@ in_clean_env kinetrace demo --iterations 200 --out demo
 echo "install test x86_64: ok"
 
 # --- aarch64 -----------------------------------------------------------------------------
-rootfs="$CACHE/arm64-rootfs"
-# apt_install PACKAGE...: install what is missing (a fresh machine of this kind has none).
-apt_install() {
-  local missing=()
-  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  log "apt-get install ${missing[*]}"
-  apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
-}
-apt_install qemu-user-static
-if [ ! -x "$rootfs/usr/bin/python3" ]; then
-  log "making the arm64 root filesystem (once; cached in $rootfs)"
-  apt_install debootstrap binfmt-support
-  # debootstrap's second stage runs arm64 programs: the kernel must hand them to qemu.
-  if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
-    mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
-  fi
-  update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
-  # A folder of this run's own: another run may be making one at the same time.
-  rootfs_tmp="$rootfs.tmp.$$"
-  rm -rf "$rootfs_tmp"
-  debootstrap --arch=arm64 --variant=minbase --include=python3 bookworm "$rootfs_tmp" \
-    http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 ||
-    { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
-  rm -rf "$rootfs_tmp"/var/cache/apt/archives/*.deb
-  # -T: never into a folder another run has put there meanwhile (then this one is dropped).
-  mv -T "$rootfs_tmp" "$rootfs" 2>/dev/null || rm -rf "$rootfs_tmp"
-fi
+# The arm64 root filesystem (made once and cached; scripts/prefetch.sh makes it early in CI).
+rootfs=$("$ROOT/scripts/arm64-rootfs.sh")
 
 log "aarch64: $(basename "$arm_wheel") under qemu-user, $(cat "$rootfs/etc/debian_version" 2>/dev/null) arm64 Python"
 # A wheel is a zip laid out as site-packages: unpacking it is installing it (minus scripts).

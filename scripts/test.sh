@@ -1,55 +1,153 @@
 #!/usr/bin/env bash
-# Every test, as CI runs it (.ci/run): first the README's first command as a new user runs it
-# (./scripts/demo.sh from an empty KINETRACE_CACHE, see fresh_demo), then nox's sessions
-# (noxfile.py), in this order --
-#   lint       ruff, cargo fmt and clippy
-#   rust       the Rust core's tests (release: the >4 GiB gzip test runs in seconds there)
-#   suite      the release wheel users install (built and checked by scripts/build-wheels.sh),
-#              mypy (strict), the stub check, pytest (arguments given here go to it), and the
-#              panic tests against a build with the test-hooks feature
-#   slow       the slow tests (tools on a >1 GB trace, memory measured; ~8 minutes)
-#   install    both manylinux wheels and the sdist, installed as users do (x86_64, aarch64)
-#   workflows  .github/workflows against GitHub's schema and zizmor, offline
-#   compat     tests/compat and the timings on every torch x Python row of docs/supported.md
-#   bench      the short benchmarks, ratios against the last full run (never failing)
+# Every test, as CI runs it (.ci/run), in about 45 minutes on 2 cores from an empty cache.
+# Arguments go to the main suite's pytest. The stages (nox's sessions, noxfile.py):
+#
+#   fresh-demo  ./scripts/demo.sh as a new user runs it, from an empty KINETRACE_CACHE; the
+#               release wheel it builds (from nothing) is the one every later stage tests
+#   lint        ruff, cargo fmt and clippy
+#   rust        the Rust core's tests (cargo test, fast profile)
+#   suite       the release wheel installed, mypy (strict), the stub check, every test but the
+#               slow ones; its 25 slowest tests printed
+#   hooks       test_panics and test_bench_gate against a build with the test-hooks feature
+#   install     both manylinux wheels and the sdist, installed as users do (x86_64, aarch64)
+#   workflows   .github/workflows against GitHub's schema and zizmor, offline
+#   compat      tests/compat on every torch x Python row of docs/supported.md
+#   slow        the slow tests (tools on a >1 GB trace, memory measured)
+#   bench       the benchmark gate: ratios against stock torch, torch's Python exporter and
+#               HTA in one run, red below their floors (benches/gate.py), alone on the machine
+#
+# Two lanes share the 2 cores after `rust`: the suite in the foreground, and hooks, install,
+# workflows, compat and slow one after the other in the background (their output is shown
+# when the lane ends). Downloads start first, beside the CPU-bound stages: the Debian
+# packages the suite and the install test need, the arm64 root filesystem, and every compat
+# row's torch (scripts/prefetch.sh). The run ends with every stage's wall time.
+#
+# What every run checks the same way (CI's own settings, not left to the environment):
+# Hypothesis's derandomized `ci` profile, a per-test timeout (pytest-timeout: 600 s, the
+# slow set 2400 s), every skip's reason on tests/allowed-skips.txt, and the switches that
+# make a missing tool or trace fail instead of skip (the real traces of ../shared/traces,
+# HTA, TensorBoard's plugin, pyarrow, DuckDB, Spark, the browser).
+#
 # Venvs and torch downloads are cached in ~/.cache/kinetrace (see noxfile.py); a run beside
 # another one on this machine gets venvs of its own (claim_slot in env.sh).
 source "$(dirname "$0")/env.sh"
-need_commands python3 rustup cc readelf flock git
+need_commands python3 rustup cc readelf flock git setsid
 ensure_tools
 claim_slot
 cd "$ROOT"
+
+export HYPOTHESIS_PROFILE=ci
+export KINETRACE_ALLOWED_SKIPS="$ROOT/tests/allowed-skips.txt"
+export KINETRACE_REQUIRE_REAL_TRACES=1
+
+RUN_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/kinetrace-test.XXXXXX")
+RUN_START=$(date +%s)
+declare -A LANE_PID=() LANE_START=()
+
+# record NAME START STATUS [END]: one row of the closing table (END: now).
+record() {
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${4:-$(date +%s)}" "$3" >>"$RUN_LOGS/times"
+}
+
+# print_times: the closing table, every stage's wall time (lanes overlap: see the clock).
+print_times() {
+  local name start end status
+  printf '\n== stage wall times (minutes; from the start of the run, lanes overlap)\n'
+  printf '%-34s %7s %7s %7s  %s\n' stage from to took status
+  [ -f "$RUN_LOGS/times" ] && while IFS=$'\t' read -r name start end status; do
+    printf '%-34s %7.1f %7.1f %7.1f  %s\n' "$name" "$(((start - RUN_START) * 10 / 60))e-1" \
+      "$(((end - RUN_START) * 10 / 60))e-1" "$(((end - start) * 10 / 60))e-1" \
+      "$([ "$status" = 0 ] && echo ok || echo "FAILED ($status)")"
+  done <"$RUN_LOGS/times"
+  printf '%-34s %7s %7s %7.1f\n' "the whole run" "" "" "$((($(date +%s) - RUN_START) * 10 / 60))e-1"
+}
+
+# stage NAME CMD...: CMD in the foreground, timed; a failure ends the run.
+stage() {
+  local name=$1 start status=0
+  shift
+  start=$(date +%s)
+  log "stage $name: $*"
+  "$@" || status=$?
+  record "$name" "$start" "$status"
+  return "$status"
+}
+
+# lane NAME CMD...: CMD in the background, in its own process group (so an ended run stops
+# it whole), its output kept for `join`.
+lane() {
+  local name=$1
+  shift
+  log "lane $name started in the background: $*"
+  LANE_START[$name]=$(date +%s)
+  setsid bash -c '"$@"; status=$?; date +%s >"$0"; exit $status' "$RUN_LOGS/$name.end" "$@" \
+    >"$RUN_LOGS/$name.log" 2>&1 </dev/null &
+  LANE_PID[$name]=$!
+}
+
+# join NAME: waits for lane NAME, shows its output, and times it from its start to its end;
+# its failure ends the run.
+join() {
+  local name=$1 status=0
+  wait "${LANE_PID[$name]}" || status=$?
+  unset "LANE_PID[$name]"
+  record "lane: $name" "${LANE_START[$name]}" "$status" \
+    "$(cat "$RUN_LOGS/$name.end" 2>/dev/null || date +%s)"
+  log "lane $name ended (status $status); its output:"
+  cat "$RUN_LOGS/$name.log" >&2
+  return "$status"
+}
+
+finish() {
+  local status=$? pid
+  for pid in "${LANE_PID[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  print_times
+  rm -rf "$RUN_LOGS"
+  exit "$status"
+}
+trap finish EXIT
+
+# A lane's stages, timed into the same table (the lane is a child shell of this script).
+background_stages() {
+  stage hooks "$NOX" -s hooks
+  stage install "$NOX" -s install workflows
+  stage "compat (6 rows)" "$NOX" -s compat
+  stage slow "$NOX" -s slow
+}
 
 # fresh_demo: ./scripts/demo.sh as on a machine where kinetrace never ran: an empty
 # KINETRACE_CACHE (its tools venv, nox's venvs, zig's cache made from nothing) and no slot of
 # ours, so a set-up step that only works with an earlier run's cache fails here, every run.
 # Only the downloads are shared: uv's cache (UV_CACHE_DIR, this cache's), which its venvs
 # hard-link from, so the folder is made inside $CACHE (one filesystem) and costs minutes, not
-# gigabytes. The wheel is built from nothing, in a folder of its own (a build made with this
-# run's venv paths would be rebuilt by the suite's). A short workload: this checks the set-up
-# and that the comparison prints.
+# gigabytes. The wheel is built from nothing, in a build folder of its own, into dist/: the
+# release wheel every later stage tests (scripts/build-wheels.sh stamps it with this tree).
 fresh_demo() {
   local fresh status=0
   fresh=$(mktemp -d "$CACHE/fresh-demo.XXXXXX")
-  trap 'rm -rf "'"$fresh"'" "'"$fresh"'.out"' EXIT # also when this script is stopped
   log "./scripts/demo.sh from an empty KINETRACE_CACHE ($fresh)"
   env -u KINETRACE_SLOT KINETRACE_CACHE="$fresh" UV_CACHE_DIR="$UV_CACHE_DIR" \
-    KINETRACE_WHEEL_TARGET_DIR="$fresh/target" \
+    KINETRACE_WHEEL_TARGET_DIR="$fresh/target" KINETRACE_REBUILD_WHEELS=1 \
     ./scripts/demo.sh --iterations 2000 --out "$fresh/demo" | tee "$fresh.out" || status=$?
   if [ $status = 0 ] && ! grep -q '^kinetrace  *json' "$fresh.out"; then
     echo "fresh_demo: ./scripts/demo.sh succeeded but printed no comparison table" >&2
     status=1
   fi
   rm -rf "$fresh" "$fresh.out"
-  trap - EXIT
   return $status
 }
 
-fresh_demo
-"$NOX" -s lint
-"$NOX" -s rust -- --release
-"$NOX" -s suite -- "$@"
-"$NOX" -s slow
-"$NOX" -s install workflows
-"$NOX" -s compat
-"$NOX" -s bench
+lane prefetch "$ROOT/scripts/prefetch.sh" system
+stage fresh-demo fresh_demo
+# Every compat row's torch, while lint and rust build (it installs the wheel too).
+lane prefetch-compat "$ROOT/scripts/prefetch.sh" compat
+stage lint "$NOX" -s lint
+stage rust "$NOX" -s rust
+join prefetch
+join prefetch-compat
+export -f stage record log
+export RUN_LOGS NOX
+lane background bash -c "$(declare -f background_stages); set -Eeuo pipefail; background_stages"
+stage suite "$NOX" -s suite -- "$@"
+join background
+stage bench "$NOX" -s bench

@@ -5,12 +5,12 @@ injected by driving kinetrace's own extraction (``_extract.extract_here``) into 
 that panics after a chosen batch.
 
 The panics are made by hooks only a build with the cargo feature ``test-hooks`` has (never a
-release wheel): ``noxfile.py``'s ``suite`` session runs this file against such a build with
-``KINETRACE_REQUIRE_TEST_HOOKS=1``, where a build without them fails instead of skipping."""
+release wheel, ``support.hooks``): ``noxfile.py``'s ``hooks`` session runs this file against
+such a build with ``KINETRACE_REQUIRE_TEST_HOOKS=1``, where a build without them fails
+instead of skipping."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +25,11 @@ from support.aftermath import (
     assert_no_kinetrace_threads,
     assert_untouched,
 )
+from support.hooks import require_test_hooks
 from support.synthetic import SyntheticResult
 from support.traces import assert_valid_trace
 
-if not hasattr(_kinetrace, "_panic_for_tests"):
-    if os.environ.get("KINETRACE_REQUIRE_TEST_HOOKS"):
-        raise RuntimeError(
-            "KINETRACE_REQUIRE_TEST_HOOKS is set but kinetrace._kinetrace was built without the "
-            "test-hooks feature"
-        )
-    pytest.skip(
-        "the panic hooks are only in a build with the cargo feature test-hooks "
-        "(noxfile.py's suite session runs this file against one)",
-        allow_module_level=True,
-    )
+require_test_hooks()
 
 
 def test_panic_on_the_calling_thread_is_an_exception(tmp_path):

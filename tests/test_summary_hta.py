@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -76,6 +77,15 @@ def _params() -> list[Any]:
         marks = [pytest.mark.slow] if big else []
         params.append(pytest.param(files, id=name, marks=marks))
     return params
+
+
+def hta_known_failures() -> set[str]:
+    """The traces (paths under ``../shared/traces``) docs/summary.md lists as ones HTA 0.5.0
+    itself raises on: the backquoted paths between its ``hta-known-failures`` markers."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "summary.md").read_text()
+    start, end = "<!-- hta-known-failures:start -->", "<!-- hta-known-failures:end -->"
+    listed = doc.split(start, 1)[1].split(end, 1)[0]
+    return set(re.findall(r"^- `([^`]+)`", listed, flags=re.MULTILINE))
 
 
 def _require_hta() -> None:
@@ -205,7 +215,16 @@ def test_hta_rules_give_htas_own_figures(files: list[str]) -> None:
     _require_hta()
     theirs = hta_figures(tuple(files))
     if isinstance(theirs, str):
-        pytest.skip(f"HTA 0.5.0 cannot read this trace: {theirs[:300]}")
+        # A skip only where docs/summary.md lists the trace as one HTA itself fails on.
+        if not set(files) <= hta_known_failures():
+            pytest.fail(
+                f"HTA 0.5.0 cannot read {files}, which docs/summary.md does not list among its "
+                f"known failures: {theirs[:300]}"
+            )
+        pytest.skip(
+            "HTA 0.5.0 cannot read this trace (one of its known failures, docs/summary.md): "
+            f"{theirs[:300]}"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kinetrace.SummaryWarning)
         mine = ours(tuple(files))

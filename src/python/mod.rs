@@ -103,6 +103,8 @@ struct PyExporter {
 
 struct ExporterState {
     exporter: Exporter,
+    /// When the export began (the test hooks' slowdown measures from here).
+    started: Instant,
     /// Writes `"cudaGraphInlineAnnotated": true` in the header.
     inline_annotated: bool,
 }
@@ -150,6 +152,7 @@ impl PyExporter {
         Ok(PyExporter {
             inner: Mutex::new(ExporterState {
                 exporter,
+                started: Instant::now(),
                 inline_annotated: false,
             }),
         })
@@ -354,8 +357,11 @@ impl PyExporter {
     fn close(&self, py: Python<'_>, trace_name: &Bound<'_, PyAny>) -> PyResult<()> {
         let name = str_bytes(trace_name, "trace name")?;
         let mut state = self.state()?;
+        let started = state.started;
         let exporter = &mut state.exporter;
-        detached(py, |interrupted| exporter.close(name, interrupted))
+        detached(py, |interrupted| exporter.close(name, interrupted))?;
+        py.detach(|| slow_down_for_tests(started));
+        Ok(())
     }
 
     /// Waits for the output to be complete and in place (GIL released, Ctrl-C answered),
@@ -410,6 +416,23 @@ impl PyExporter {
         Ok(())
     }
 }
+
+/// `KINETRACE_TEST_SLOWDOWN=F` (builds with the `test-hooks` feature only, never a release
+/// wheel): a call that began at `started` is held until it has taken F times as long, so
+/// `tests/test_bench_gate.py` can show that a slower kinetrace turns the benchmark gate red.
+#[cfg(feature = "test-hooks")]
+pub(crate) fn slow_down_for_tests(started: Instant) {
+    let factor = std::env::var("KINETRACE_TEST_SLOWDOWN")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|f| f.is_finite() && (1.0..1000.0).contains(f));
+    if let Some(factor) = factor {
+        std::thread::sleep(started.elapsed().mul_f64(factor - 1.0));
+    }
+}
+
+#[cfg(not(feature = "test-hooks"))]
+pub(crate) fn slow_down_for_tests(_started: Instant) {}
 
 /// Panics on the calling thread (tests of the panic path only): PyO3 turns it into
 /// `pyo3_runtime.PanicException` and the interpreter goes on.

@@ -66,9 +66,11 @@ fn summarize<'py>(
             )))
         }
     };
+    let started = std::time::Instant::now();
     let ranks = detached(py, |interrupted| {
         summary::summarize(&paths, rules, threads, &mut || interrupted())
     })?;
+    py.detach(|| super::slow_down_for_tests(started));
     let out = PyList::empty(py);
     for r in &ranks {
         out.append(rank_dict(py, r)?)?;

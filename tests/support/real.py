@@ -10,6 +10,7 @@ import functools
 import gzip
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,6 +22,13 @@ REAL_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 
 #: Why a real-trace test skips.
 MISSING = f"no real traces here: {REAL_DIR} is absent (a clone outside the workspace)"
+
+#: Set (``scripts/test.sh`` sets it): the real traces must be there; without them the test
+#: session stops at collection instead of skipping every test that reads one.
+REQUIRE = "KINETRACE_REQUIRE_REAL_TRACES"
+
+if os.environ.get(REQUIRE) and not REAL_DIR.is_dir():
+    raise RuntimeError(f"{REQUIRE} is set, but {MISSING}")
 
 
 def _listed() -> list[Path]:
