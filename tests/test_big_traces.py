@@ -1,6 +1,7 @@
 """The tools on a trace of over 1 GB (the slow set, ``nox -s slow``): every event lands
 somewhere it is counted, and each tool's memory, measured in a fresh process, stays within
-the bound docs/big-traces.md states, whatever the trace's size.
+the bound docs/big-traces.md states, whatever the trace's size (``summary`` excepted: it
+keeps a record per GPU activity), and near what it was measured to need.
 
 The trace is written once for the module (``support.big``: Kineto's shape, ~1.05 GB of
 JSON, 3.9M events, seconds of CPU) and read by every test.
@@ -30,16 +31,19 @@ MiB = 1 << 20
 
 #: The bound on a tool's peak memory beyond the interpreter's (the same command on a 2 MB
 #: trace), as docs/big-traces.md states it: a fixed 128 MiB (header, metadata, histogram,
-#: buffers, the maps of ``check``; measured 3-67 MiB at 1 GB and 2 GB) plus the chunks in
-#: flight, (reading threads + 2) x 8.25 MiB. The margin over what was measured on 2 cores:
-#: 2.4x for check (67 MiB), >5x for split, filter and merge.
+#: buffers, the maps of ``check``; measured 3-68 MiB at 1 GB and 2 GB) plus the chunks in
+#: flight, (reading threads + 2) x 8.25 MiB. Each tool is also held to a bound near its own
+#: measured growth (:func:`tool_bound`), far tighter for most.
 FIXED = 128 * MiB
 CHUNK = int(8.25 * MiB)
 
 
+def reading_threads() -> int:
+    return min(8, len(os.sched_getaffinity(0)))
+
+
 def memory_bound() -> int:
-    threads = min(8, len(os.sched_getaffinity(0)))
-    return FIXED + (threads + 2) * CHUNK
+    return FIXED + (reading_threads() + 2) * CHUNK
 
 
 @pytest.fixture(scope="module")
@@ -82,15 +86,31 @@ def _parquet(src: Path, out: Path, rank1: Path) -> list[str]:
     return ["parquet", str(src), "-o", str(out / "dataset")]
 
 
-#: Each tool's command line on (source, output folder, the other rank). ``kinetrace
-#: summary`` (issue 30) belongs here too once it lands: ``"summary": _summary``.
+def _compress(src: Path, out: Path, rank1: Path) -> list[str]:
+    """Two encoder threads (the default is one per core): buffers the same on every host."""
+    return ["compress", str(src), str(out / "trace.json.gz"), "--threads", "2"]
+
+
+def _repair(src: Path, out: Path, rank1: Path) -> list[str]:
+    """The trace loads: a check, then a file-to-file copy."""
+    return ["repair", str(src), str(out / "repaired.json")]
+
+
+def _summary(src: Path, out: Path, rank1: Path) -> list[str]:
+    return ["summary", str(src), "--json"]
+
+
+#: Each tool's command line on (source, output folder, the other rank).
 TOOLS: dict[str, Callable[[Path, Path, Path], list[str]]] = {
     "check": _check,
+    "compress": _compress,
     "split": _split,
     "filter": _filter,
     "filter-cutting-flows": _filter_cutting_flows,
     "merge": _merge,
     "parquet": _parquet,
+    "repair": _repair,
+    "summary": _summary,
 }
 
 #: What a tool holds beyond the bound of :func:`memory_bound`: ``parquet`` keeps up to 48
@@ -98,6 +118,38 @@ TOOLS: dict[str, Callable[[Path, Path, Path], list[str]]] = {
 #: (``GROUP_BYTES``, 128 MiB estimated) while it merges the runs into the file (measured:
 #: 254 MiB beyond a 2 MB trace's at 1.05 GB, 2026-12-02).
 EXTRA = {"parquet": (48 + 128) * MiB}
+
+#: Each tool's growth (MiB) beyond a 2 MB trace's at 1.05 GB, measured on the project's 2
+#: cores at load 5-7 (2026-12-03; check, split, filter and merge as on 2026-12-02). Its own
+#: bound is 1.5x that plus 8 MiB (the chunks in flight, 4 on 2 cores of 2 to 8.25 MiB, are
+#: full or not as the load has it), plus a chunk per reading thread beyond 2 on bigger
+#: hosts: a tool that starts to keep much more fails it well before the general bound.
+MEASURED_MIB = {
+    "check": 65,
+    "compress": 8,
+    "filter": 3,
+    "filter-cutting-flows": 192,  # past the general bound: see GROWING
+    "merge": 8,
+    # 212 / 223 / 251 MiB at 0.26 / 0.52 / 1.05 GB: the merge of the spilled runs reads
+    # each through a 1 MiB buffer, so it grows by ~1 MiB a run (25 runs at 0.52 GB).
+    # The general bound plus EXTRA (337 MiB on 2 cores, 1.34x) is the tighter one here.
+    "parquet": 251,
+    "repair": 68,  # the trace loads: a check (65 MiB), then a file-to-file copy
+    "split": 26,
+    # 39 / 83 / 165 MiB at 0.26 / 0.52 / 1.05 GB: ~130 B per GPU activity (1.3M here).
+    # docs/summary.md counts a 40-byte record each and 16 B a launch; doubling Vecs and
+    # the launch-time map presumably make up the rest (not traced).
+    "summary": 165,
+}
+
+
+def tool_bound(tool: str) -> int:
+    return int(1.5 * MEASURED_MIB[tool] * MiB) + 8 * MiB + max(0, reading_threads() - 2) * CHUNK
+
+
+#: Tools whose memory grows with the GPU activities by design: held to their own bound, not
+#: to the general one.
+BY_ACTIVITY = {"summary"}
 
 #: Known to break the bound (strict: the test fails once it holds, to remove the mark).
 GROWING = {
@@ -160,7 +212,9 @@ def test_memory_does_not_grow_with_the_trace(
     baseline = peak_rss(command(traces["small"], tmp_path / "small", traces["rank1"]))
     peak = peak_rss(command(traces["big"], tmp_path / "big", traces["rank1"]))
     growth = peak - baseline
-    bound = memory_bound() + EXTRA.get(tool, 0)
+    bound = tool_bound(tool)
+    if tool not in BY_ACTIVITY:
+        bound = min(bound, memory_bound() + EXTRA.get(tool, 0))
     record_property("memory", {"tool": tool, "baseline": baseline, "peak": peak})
     print(
         f"\nkinetrace {tool} on {traces['big'].stat().st_size / 1e9:.2f} GB: peak RSS "
