@@ -8,6 +8,7 @@ import errno
 import inspect
 import os
 import stat
+import textwrap
 import threading
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from support.aftermath import background_oserror, temp_files
 from support.fakes import FakeActivity, FakeResult, Raise
 from support.oracle import torch_bytes
 from support.scenarios import Clock, launch_set
+from support.users import run_python
 
 
 class AccessorError(Exception):
@@ -183,6 +185,43 @@ def test_replacing_a_file_keeps_its_owner_where_allowed(tmp_path):
     info = path.stat()
     assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (65534, 65534, 0o640)
     kinetrace.compress_trace(path, path.with_suffix(".json.gz"))
+    assert temp_files(tmp_path) == []
+
+
+#: A supplementary group of the ordinary user below (any number: it needs no name).
+MEMBER_GID = 4242
+
+REPLACE_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import kinetrace
+    from support.synthetic import SyntheticResult
+
+    for path in sys.argv[1:]:
+        kinetrace.export_chrome_trace(SyntheticResult(100), path)
+    """
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_replacing_another_users_file_gives_a_file_of_ones_own(tmp_path):
+    """An ordinary user who may write another user's file but not give its owner gets a
+    file of its own, with the old group where it is a member of that group, its own group
+    otherwise, and the old mode. Root gives both files to another user, then the exports
+    run as an ordinary user (:mod:`support.users`: no capabilities) in group MEMBER_GID."""
+    modes = {"member.json": (MEMBER_GID, 0o660), "other.json": (65534, 0o646)}
+    for name, (gid, mode) in modes.items():
+        (tmp_path / name).write_text("old")
+        os.chown(tmp_path / name, 65534, gid)
+        (tmp_path / name).chmod(mode)
+    paths = [tmp_path / name for name in modes]
+    done = run_python("-c", REPLACE_SCRIPT, *paths, groups=[MEMBER_GID])
+    assert done.returncode == 0, done.stderr
+    owners = {
+        p.name: (p.stat().st_uid, p.stat().st_gid, stat.S_IMODE(p.stat().st_mode)) for p in paths
+    }
+    assert owners == {"member.json": (0, MEMBER_GID, 0o660), "other.json": (0, 0, 0o646)}
+    assert all(p.read_text() != "old" for p in paths)
     assert temp_files(tmp_path) == []
 
 

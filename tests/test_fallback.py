@@ -12,7 +12,6 @@ import gc
 import gzip
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import kinetrace
 from kinetrace import _kinetrace
 from kinetrace._export import fallback as _fallback
 from kinetrace._export.fallback import FallbackWarning
+from support.users import run_python
 
 # Also run on torch 2.11/2.12 themselves (the compatibility venvs), which warn once per
 # process that a profile clears its events each cycle.
@@ -574,28 +574,16 @@ READ_ONLY_SCRIPT = textwrap.dedent(
 
 def test_read_only_directory_fails_before_save(tmp_path: Path) -> None:
     """The private directory cannot be made beside the destination: PermissionError naming
-    the destination, before ``save`` (as root: in a subprocess without the capabilities
-    that bypass file permissions)."""
+    the destination, before ``save`` (in a subprocess as an ordinary user: as root, without
+    the capabilities that bypass file permissions)."""
     directory = tmp_path / "ro"
     directory.mkdir()
     paths = [str(directory / "t.json"), str(directory / "t.json.gz")]
     directory.chmod(0o500)
     try:
-        command = [sys.executable, "-c", READ_ONLY_SCRIPT, *paths]
-        if os.geteuid() == 0:
-            if shutil.which("setpriv") is None:
-                pytest.skip("no setpriv to drop CAP_DAC_OVERRIDE")
-            command = [
-                "setpriv",
-                "--bounding-set=-dac_override,-dac_read_search,-fowner",
-                "--",
-                *command,
-            ]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        done = run_python("-c", READ_ONLY_SCRIPT, *paths)
     finally:
         directory.chmod(0o700)
-    if done.returncode != 0 and "setpriv" in done.stderr:
-        pytest.skip(f"cannot drop capabilities: {done.stderr.strip()}")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
     # .json fails making its private directory beside the destination; .json.gz makes its

@@ -27,9 +27,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
-import subprocess
-import sys
 import tempfile
 import textwrap
 
@@ -37,10 +34,8 @@ import pytest
 
 import kinetrace
 from kinetrace import _kinetrace
-from support.aftermath import subprocess_env
+from support.users import FILE_PERMISSIONS, run_python
 
-#: Runs a command as root without the capabilities that bypass file permissions.
-DROP_DAC = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
 #: The attacker's user id when the test runs as root.
 NOBODY = 65534
 KINDS = ["symlink", "hardlink", "dangling-symlink", "file", "directory", "fifo"]
@@ -211,19 +206,13 @@ def run_planted(suffix: str, kinds: list[str], folder_owner: str = "attacker") -
         # the planted names would be this user's own stale temporaries, which kinetrace
         # removes by design: nothing would cross users.
         pytest.skip("the attacker must be another user: run as root (it then plants as nobody)")
-    if shutil.which("setpriv") is None:
-        pytest.skip("no setpriv to drop CAP_DAC_OVERRIDE")
     # Not under pytest's tmp_path: its parents are private, and the attacker must reach the
     # shared folders.
     with tempfile.TemporaryDirectory(prefix="kinetrace-security-") as root:
         os.chmod(root, 0o755)
-        command = [*DROP_DAC, sys.executable, "-c", SCRIPT, root, suffix, str(NOBODY)]
-        command += [",".join(kinds), folder_owner]
-        done = subprocess.run(
-            command, env=subprocess_env(), capture_output=True, text=True, timeout=600
-        )
-    if done.returncode != 0 and "setpriv" in done.stderr:
-        pytest.skip(f"cannot drop capabilities: {done.stderr.strip()}")
+        args = [root, suffix, str(NOBODY), ",".join(kinds), folder_owner]
+        # Keeps the capabilities to change users and owners: the script makes the attacker.
+        done = run_python("-c", SCRIPT, *args, drop=FILE_PERMISSIONS, timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 

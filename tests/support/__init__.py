@@ -13,6 +13,8 @@
 - ``interrupts``: Ctrl-C in tests (latency bound, a SIGINT driver, lost-interrupt repair);
 - ``probes``: sources that report or fail at a chosen batch or activity;
 - ``aftermath``: what a failed export must leave behind (nothing: files, threads, children).
+- ``users``: a check run as an ordinary user, whoever runs the tests (as root: ``setpriv``
+  without the capabilities that bypass file permissions).
 
 ``tests/conftest.py`` puts ``tests/`` on ``sys.path``: tests import ``support.<module>``;
 Python subprocesses get the same path from ``aftermath.subprocess_env()``.
