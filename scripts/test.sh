@@ -58,7 +58,7 @@ print_times() {
     printf '%-34s %7.1f %7.1f %7.1f  %s\n' "$name" "$(((start - RUN_START) * 10 / 60))e-1" \
       "$(((end - RUN_START) * 10 / 60))e-1" "$(((end - start) * 10 / 60))e-1" \
       "$([ "$status" = 0 ] && echo ok || echo "FAILED ($status)")"
-  done <"$RUN_LOGS/times"
+  done < <(sort -t $'\t' -k2,2n -s "$RUN_LOGS/times")
   printf '%-34s %7s %7s %7.1f\n' "the whole run" "" "" "$((($(date +%s) - RUN_START) * 10 / 60))e-1"
 }
 
