@@ -141,8 +141,11 @@ def test_unreadable_input(tool, cause, tmp_path, capsys):
     src = UNREADABLE[cause](tmp_path)
     argv = _args(tool, src, tmp_path / "out")
     if tool in ("merge", "summary", "parquet") and cause == "directory":
-        # merge, summary and parquet read the traces in a directory: an empty one holds none.
+        # merge, summary and parquet read the traces in a directory: an empty one holds none,
+        # which the error says in the tool's own name (one sources helper for the three).
         assert run(*argv) == status.FAILED
+        err = capsys.readouterr().err
+        assert f"{src}: no trace file (*.json, *.json.gz) in this directory for {tool}" in err
         return
     if cause == "no permission":
         # Root reads it whatever its mode: the command runs as an ordinary user.

@@ -30,6 +30,7 @@ from typing import Any
 
 from kinetrace import _kinetrace
 from kinetrace._env import available_cpus
+from kinetrace._tools.sources import trace_files
 from kinetrace._tools.split import Keep, Part, _gzip_settings, _max_bytes
 
 __all__ = [
@@ -38,11 +39,7 @@ __all__ = [
     "MergedProcess",
     "MergedRank",
     "merge_traces",
-    "trace_files",
 ]
-
-#: What a file in a folder of traces ends with to be taken as a trace.
-TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 class MergeWarning(UserWarning):
@@ -111,42 +108,6 @@ class MergeResult:
         return [p.path for p in self.outputs]
 
 
-def trace_files(
-    sources: Iterable[str | os.PathLike[str]], exclude: Sequence[str] = ()
-) -> list[str]:
-    """The trace files ``sources`` name: each file as given, and for each directory the files
-    in it (not below) whose names end in ``.json`` or ``.json.gz``, hidden ones and
-    ``exclude`` left out, sorted by name.
-
-    Raises:
-        FileNotFoundError: a source does not exist.
-        ValueError: a directory holds no trace file, or no source is given.
-    """
-    excluded = {os.path.abspath(e) for e in exclude}
-    files: list[str] = []
-    for source in sources:
-        path = os.fsdecode(source)
-        if os.path.isdir(path):
-            found = sorted(
-                os.path.join(path, name)
-                for name in os.listdir(path)
-                if name.endswith(TRACE_SUFFIXES)
-                and not name.startswith(".")
-                and os.path.isfile(os.path.join(path, name))
-                and os.path.abspath(os.path.join(path, name)) not in excluded
-            )
-            if not found:
-                raise ValueError(f"{path}: no trace file (*.json, *.json.gz) in this directory")
-            files.extend(found)
-        elif os.path.exists(path):
-            files.append(path)
-        else:
-            raise FileNotFoundError(2, "No such file or directory", path)
-    if not files:
-        raise ValueError("no trace to merge")
-    return files
-
-
 def _parts_of(dst: str) -> re.Pattern[str]:
     """The names of the parts a merge into ``dst`` writes (left out of a folder's sources)."""
     name = os.path.basename(dst)
@@ -213,7 +174,7 @@ def merge_traces(
         for name in os.listdir(d)
         if parts.match(name)
     ]
-    files = trace_files(listed, exclude=[dst_path, *directory_files])
+    files = trace_files(listed, tool="merge", exclude=[dst_path, *directory_files])
     label_list: list[str | None] = []
     if labels is not None:
         label_list = [None if label is None else str(label) for label in labels]

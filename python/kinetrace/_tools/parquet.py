@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from kinetrace import _kinetrace
 from kinetrace._env import available_cpus, require_in_range
-from kinetrace._tools.merge import trace_files
+from kinetrace._tools.sources import trace_files
 
 __all__ = ["DEFAULT_PARQUET_LEVEL", "ParquetRank", "ParquetResult", "to_parquet"]
 
@@ -98,7 +98,7 @@ def to_parquet(
     """
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
-    files = trace_files(sources)
+    files = trace_files(sources, tool="parquet")
     if names is not None and len(names) != len(files):
         raise ValueError(f"{len(names)} names for {len(files)} trace files")
     workers = available_cpus() if threads is None else threads

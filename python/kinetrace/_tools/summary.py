@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from kinetrace import _kinetrace
 from kinetrace._env import available_cpus
-from kinetrace._tools.merge import trace_files
+from kinetrace._tools.sources import trace_files
 
 if TYPE_CHECKING:
     from kinetrace._kinetrace import _RankFigures
@@ -226,7 +226,7 @@ def summarize(
         raise ValueError(f"rules must be 'exact' or 'hta', not {rules!r}")
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    files = trace_files(paths)
+    files = trace_files(paths, tool="summary")
     workers = available_cpus() if threads is None else threads
     if workers < 1:
         raise ValueError(f"threads must be >= 1, got {workers}")
