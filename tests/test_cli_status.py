@@ -5,6 +5,7 @@ A new tool subcommand joins by adding a row to :data:`TOOLS`."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -201,6 +202,57 @@ def test_input_gone_while_running_is_unreadable(tool, trace, tmp_path, monkeypat
 def test_usage_error(tool, trace, tmp_path, capsys):
     assert run(*_args(tool, trace, tmp_path / "out"), "--no-such-option") == status.USAGE == 2
     assert "unrecognized arguments" in capsys.readouterr().err
+
+
+#: Numbers out of their range, per tool: a usage error (2) before the tool starts, as
+#: ``compress -l 10`` is.
+OUT_OF_RANGE: dict[str, list[list[str]]] = {
+    "check": [],
+    "repair": [],
+    "compress": [["-l", "10"], ["-j", "0"], ["--threads", "257"]],
+    "split": [["--max-mb", "0"]],
+    "filter": [["--min-dur-us", "-1"]],
+    "merge": [["-l", "10"], ["-j", "0"], ["--max-mb", "-5"]],
+    "summary": [["-j", "0"], ["--threads", "2000"]],
+    "parquet": [["--level", "23"], ["-l", "0"], ["--threads", "2000"], ["-j", "0"]],
+}
+
+
+@pytest.mark.parametrize(
+    ("tool", "option"), [(t, o) for t, options in OUT_OF_RANGE.items() for o in options]
+)
+def test_out_of_range_numbers_are_usage_errors(tool, option, trace, tmp_path, capsys):
+    assert run(*_args(tool, trace, tmp_path / "out"), *option) == status.USAGE
+    err = capsys.readouterr().err
+    assert f"argument {option[0]}" in err or "must be" in err, err
+    assert os.listdir(tmp_path / "out") == []
+
+
+#: One meaning, one spelling: the long flag and the short one every tool that has the
+#: meaning gives it (older spellings stay as aliases).
+SHARED_FLAGS = {"--output": "-o", "--force": "-f", "--threads": "-j", "--level": "-l"}
+
+
+def test_shared_flags_are_spelled_alike_in_every_tool():
+    parser = _cli.build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    seen = set()
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            for long, short in SHARED_FLAGS.items():
+                if long in action.option_strings:
+                    seen.add((name, long))
+                    assert short in action.option_strings, (name, action.option_strings)
+                elif short in action.option_strings:
+                    raise AssertionError(f"{name}: {short} means {action.option_strings}")
+    # parquet's first spelling, -o/--out, stays an alias of --output.
+    assert ("parquet", "--output") in seen and ("merge", "--output") in seen
+    assert {("parquet", "--threads"), ("summary", "--threads"), ("parquet", "--level")} <= seen
+
+
+def test_parquet_keeps_its_old_out_spelling(trace, tmp_path):
+    assert run("parquet", trace, "--out", tmp_path / "ds") == status.DONE
+    assert (tmp_path / "ds" / "_kinetrace.json").is_file()
 
 
 def test_no_subcommand_is_a_usage_error(capsys):

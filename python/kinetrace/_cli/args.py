@@ -13,6 +13,7 @@ from kinetrace._tools.split import Keep
 __all__ = [
     "add_gzip_options",
     "add_keep_options",
+    "int_in_range",
     "integer",
     "keep_from",
     "non_negative_float",
@@ -49,7 +50,10 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _in_range(low: int, high: int) -> Callable[[str], int]:
+def int_in_range(low: int, high: int) -> Callable[[str], int]:
+    """An integer from ``low`` to ``high``: anything else is a usage error (exit status 2),
+    before a tool starts."""
+
     def parse(text: str) -> int:
         value = integer(text)
         if not low <= value <= high:
@@ -99,14 +103,14 @@ def add_gzip_options(parser: argparse.ArgumentParser, what: str = "gzip output")
     parser.add_argument(
         "-l",
         "--level",
-        type=_in_range(0, 9),
+        type=int_in_range(0, 9),
         default=None,
         help=f"gzip level 0-9 for {what} (default: {DEFAULT_COMPRESSLEVEL})",
     )
     parser.add_argument(
         "-j",
         "--threads",
-        type=_in_range(1, 256),
+        type=int_in_range(1, 256),
         default=None,
         help="compression threads (default: the cores available)",
     )

@@ -1,11 +1,11 @@
-"""``kinetrace parquet SRC... -o DIR [--force]``: trace files as one Parquet dataset."""
+"""``kinetrace parquet SRC... -o DIR [-f] [-j N] [-l L]``: trace files as one Parquet dataset."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from kinetrace._cli.args import positive_int
+from kinetrace._cli.args import int_in_range
 from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import size
 from kinetrace._tools.parquet import DEFAULT_PARQUET_LEVEL, to_parquet
@@ -57,10 +57,32 @@ def add_parser(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("sources", nargs="+", metavar="SRC", help="trace files or directories")
-    parser.add_argument("-o", "--out", required=True, metavar="DIR", help="the dataset's folder")
-    parser.add_argument("--force", action="store_true", help="replace an existing dataset at DIR")
-    parser.add_argument("--threads", type=positive_int, default=None, help="files at once")
+    # The flags every tool spells the same way (-o/--output, -f/--force, -j/--threads,
+    # -l/--level); --out, parquet's first spelling, is kept as an alias.
     parser.add_argument(
-        "--level", type=positive_int, default=DEFAULT_PARQUET_LEVEL, help="zstd level, 1-22"
+        "-o",
+        "--output",
+        "--out",
+        dest="out",
+        required=True,
+        metavar="DIR",
+        help="the dataset's folder",
+    )
+    parser.add_argument(
+        "-f", "--force", action="store_true", help="replace an existing dataset at DIR"
+    )
+    parser.add_argument(
+        "-j",
+        "--threads",
+        type=int_in_range(1, 1024),
+        default=None,
+        help="files converted at once, 1-1024 (default: the cores available)",
+    )
+    parser.add_argument(
+        "-l",
+        "--level",
+        type=int_in_range(1, 22),
+        default=DEFAULT_PARQUET_LEVEL,
+        help=f"zstd level, 1-22 (default: {DEFAULT_PARQUET_LEVEL})",
     )
     parser.set_defaults(func=cmd_parquet)

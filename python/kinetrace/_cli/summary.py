@@ -11,7 +11,7 @@ import tempfile
 import warnings
 from typing import Any
 
-from kinetrace._cli.args import positive_int
+from kinetrace._cli.args import int_in_range
 from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import duration, size
 from kinetrace._tools.summary import RankSummary, Summary, SummaryWarning, summarize, top_kernels
@@ -145,5 +145,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--rules", choices=("exact", "hta"), default="exact")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
-    parser.add_argument("--threads", type=positive_int, default=None, help="files read at once")
+    parser.add_argument(
+        "-j",
+        "--threads",
+        type=int_in_range(1, 1024),
+        default=None,
+        help="files read at once, 1-1024 (default: the cores available)",
+    )
     parser.set_defaults(func=cmd_summary)

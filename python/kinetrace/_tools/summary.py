@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from kinetrace import _kinetrace
-from kinetrace._env import available_cpus
+from kinetrace._env import available_cpus, require_in_range
 from kinetrace._tools.sources import trace_files
 
 if TYPE_CHECKING:
@@ -228,8 +228,7 @@ def summarize(
         paths = [paths]
     files = trace_files(paths, tool="summary")
     workers = available_cpus() if threads is None else threads
-    if workers < 1:
-        raise ValueError(f"threads must be >= 1, got {workers}")
+    require_in_range("threads", workers, 1, 1024)
     start = time.perf_counter()
     raw = _kinetrace.summarize(files, rules, workers)
     ranks = tuple(_rank(d) for d in raw)
