@@ -4,6 +4,7 @@ users make, and ``benches/benchlib.py`` records runs, draws them and compares th
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import importlib.util
 import json
@@ -63,7 +64,38 @@ def test_demo_times_each_peer_through_its_own_call(
         assert len(json.load(f)["traceEvents"]) == len(stock["traceEvents"])
 
 
-def test_every_profile_holds_the_same_workload(tmp_path: Path) -> None:
+class _Clock:
+    """A stand-in for ``_bench.time``: ``perf_counter()`` moves only when a timed call
+    ends, by the seconds the test gives that call; dyadic values keep every difference
+    and ratio exact."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def takes(self, seconds: float) -> None:
+        self.now += seconds
+
+
+#: Seconds each row of ``compare`` "takes" under :class:`_Clock`.
+SCRIPTED = {
+    ("accessor floor", "-"): 0.25,
+    ("stock C++", "json"): 2.0,
+    ("stock C++", "json.gz"): 6.0,
+    ("torch Python", "json"): 1.5,
+    ("torch Python", "json.gz"): 3.0,
+    ("kinetrace", "json"): 0.5,
+    ("kinetrace", "json.gz"): 0.75,
+}
+
+
+def test_every_profile_holds_the_same_workload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row exports a fresh profile of the same workload (the exports are real); the
+    clock is scripted, so each row's seconds and every ratio are known in advance."""
     recorded = []
 
     def record():
@@ -71,25 +103,43 @@ def test_every_profile_holds_the_same_workload(tmp_path: Path) -> None:
         recorded.append(prof)
         return prof
 
+    clock = _Clock()
+    monkeypatch.setattr(_bench, "time", clock)
+    real_specs = _bench._compare_specs
+
+    def timed(spec: Any) -> Any:
+        def run(prof: Any, path: str) -> Any:
+            done = spec.run(prof, path)
+            clock.takes(SCRIPTED[(spec.exporter, spec.fmt)])
+            return done
+
+        return dataclasses.replace(spec, run=run)
+
+    monkeypatch.setattr(_bench, "_compare_specs", lambda *a: [timed(s) for s in real_specs(*a)])
     rows = _bench.compare(record, str(tmp_path), worker_counts=(1,), extra_levels=())
     # every timed call exports a fresh profile of its own
     assert len(recorded) == len(rows) == 7
     counts = {r.activities for r in rows}
     assert len(counts) == 1 and counts.pop() == 20 * 6
-    by_key = {(r.exporter, r.fmt): r for r in rows}
-    assert set(by_key) == {
-        ("accessor floor", "-"),
-        ("stock C++", "json"),
-        ("stock C++", "json.gz"),
-        ("torch Python", "json"),
-        ("torch Python", "json.gz"),
-        ("kinetrace", "json"),
-        ("kinetrace", "json.gz"),
+    assert {(r.exporter, r.fmt): r.seconds for r in rows} == SCRIPTED
+    assert all(r.how for r in rows)
+    assert {(r.exporter, r.fmt): r.ratios for r in rows} == {
+        ("accessor floor", "-"): {"x floor": 1.0},
+        ("stock C++", "json"): {"x floor": 8.0},
+        ("stock C++", "json.gz"): {"x floor": 24.0},
+        ("torch Python", "json"): {"x floor": 6.0},
+        ("torch Python", "json.gz"): {"x floor": 12.0},
+        ("kinetrace", "json"): {
+            "x floor": 2.0,
+            "speedup vs stock C++": 4.0,
+            "speedup vs torch Python": 3.0,
+        },
+        ("kinetrace", "json.gz"): {
+            "x floor": 3.0,
+            "speedup vs stock C++": 8.0,
+            "speedup vs torch Python": 4.0,
+        },
     }
-    assert all(r.how and r.seconds > 0 for r in rows)
-    speedup = by_key[("kinetrace", "json.gz")].ratios["speedup vs stock C++"]
-    stock, ours = by_key[("stock C++", "json.gz")], by_key[("kinetrace", "json.gz")]
-    assert speedup == pytest.approx(stock.seconds / ours.seconds)
 
 
 def test_rows_are_medians_of_rounds_in_alternating_order(
@@ -195,10 +245,11 @@ def test_ratios_that_moved_are_marked(tmp_path: Path) -> None:
 
 
 def test_ratios_never_include_absolute_times() -> None:
-    values = benchlib.ratios(_run("2026-01-01", 4.0))
+    values = benchlib.ratios(_run("2026-01-01", 4.0, handler_torch=3.0))
     assert values["shapes: kinetrace json.gz (1 worker, level 7) speedup vs stock C++"] == 4.0
     assert "shapes: accessor floor - x floor" not in values
-    assert values["handler json: torch blocked / kinetrace blocked"] == 1.0
+    # torch's handler blocked 3 s, kinetrace's 1 s: 3.0 (the other way round would be 1/3).
+    assert values["handler json: torch blocked / kinetrace blocked"] == 3.0
     assert not any("seconds" in key for key in values)
 
 
@@ -272,14 +323,28 @@ def test_kineto_writer_comparison_alternates_and_takes_medians(
     calls: list[tuple[str, str]] = []
     stock = torch.profiler.profile.export_chrome_trace
     ours = _bench._export.export_chrome_trace
+    clock = _Clock()
+    monkeypatch.setattr(_bench, "time", clock)
+    # Seconds of each call, round by round: the medians (3.0, 5.0, 0.75, 1.25) and ratios
+    # (4.0 each) are known in advance, and no round alone gives them.
+    takes = {
+        ("stock", "json"): iter([2.0, 4.0, 3.0]),
+        ("stock", "gz"): iter([5.0, 8.0, 1.0]),
+        ("kinetrace", "json"): iter([0.75, 0.5, 1.0]),
+        ("kinetrace", "gz"): iter([1.25, 2.0, 0.25]),
+    }
 
     def stock_export(self: object, path: str) -> object:
         calls.append(("stock", path.rsplit(".", 1)[-1] if path.endswith(".gz") else "json"))
-        return stock(self, path)
+        done = stock(self, path)
+        clock.takes(next(takes[calls[-1]]))
+        return done
 
     def kinetrace_export(prof: object, path: str, **kwargs: object) -> object:
         calls.append(("kinetrace", path.rsplit(".", 1)[-1] if path.endswith(".gz") else "json"))
-        return ours(prof, path, **kwargs)
+        done = ours(prof, path, **kwargs)
+        clock.takes(next(takes[calls[-1]]))
+        return done
 
     monkeypatch.setattr(torch.profiler.profile, "export_chrome_trace", stock_export)
     monkeypatch.setattr(_bench._export, "export_chrome_trace", kinetrace_export)
@@ -300,7 +365,13 @@ def test_kineto_writer_comparison_alternates_and_takes_medians(
         ("kinetrace", "json.gz"),
     ]
     assert all("median of 3" in r.how and r.rounds == 3 for r in rows)
-    assert rows[2].ratios["speedup vs stock C++"] == rows[0].seconds / rows[2].seconds
+    assert [r.seconds for r in rows] == [3.0, 5.0, 0.75, 1.25]
+    assert [r.ratios for r in rows] == [
+        {},
+        {},
+        {"speedup vs stock C++": 4.0},
+        {"speedup vs stock C++": 4.0},
+    ]
 
 
 def _compat_row(torch_version: str, python: str, json_ratio: float) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -23,6 +24,8 @@ pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow (requirements-dev.tx
 ds = pytest.importorskip("pyarrow.dataset", reason="pyarrow (requirements-dev.txt) is absent")
 
 TABLES = ("events", "flows", "tracks", "meta")
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "parquet.md"
 
 
 def read_table(root: Path, table: str) -> list[dict[str, Any]]:
@@ -311,3 +314,84 @@ def test_export_parquet_holds_what_the_exported_trace_holds(tmp_path: Path) -> N
     with pytest.raises(FileExistsError):
         kinetrace.export_parquet(prof, tmp_path / "direct")
     assert sorted(os.listdir(tmp_path)) == ["direct", "trace.json", "via-json"]
+
+
+def documented_columns() -> dict[str, dict[str, str]]:
+    """Each table's columns and their types (``INT64`` or ``STRING``) as docs/parquet.md
+    states them: the tables of ``events`` and ``flows`` (a flows row without a type is "as
+    in ``events``"), the prose of ``tracks`` and ``meta``."""
+    text = DOCS.read_text()
+    tables: dict[str, dict[str, str]] = {}
+    for table in ("events", "flows"):
+        section = text.split(f"### `{table}`\n", 1)[1].split("\n### ", 1)[0]
+        columns: dict[str, str] = {}
+        for line in section.splitlines():
+            if not line.startswith("| `"):
+                continue
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            for name in re.findall(r"`([a-z_]+)`", cells[0]):
+                columns[name] = cells[1] or tables["events"][name]
+        tables[table] = columns
+    ints, strs = "INT64", "STRING"
+    tables["tracks"] = {
+        **{n: ints for n in ("seq", "pid", "tid", "ts_ns", "dur_ns")},
+        **{n: strs for n in ("ph", "name", "cat", "pid_text", "tid_text", "value")},
+        **{n: strs for n in ("args", "extra")},
+    }
+    tracks = text.split("### `tracks`\n", 1)[1].split("\n### ", 1)[0]
+    assert set(tables["tracks"]) == set(re.findall(r"`([a-z_]+)`[\s,.(]", tracks)) - {
+        "process_name",
+        "thread_name",
+        "process_sort_index",
+        "thread_sort_index",
+        "process_labels",
+    }, tracks
+    meta = text.split("### `meta`\n", 1)[1]
+    assert "`base_time_ns` (INT64)" in meta and "(INT64: the rows" in meta
+    tables["meta"] = {
+        **{n: ints for n in ("base_time_ns", "events", "flows", "tracks")},
+        **{n: ints for n in ("json_bytes", "kinetrace_schema")},
+        **{n: strs for n in ("source", "rank_from", "schema_version", "device_properties")},
+        **{n: strs for n in ("distributed_info", "header")},
+    }
+    return tables
+
+
+def test_parquet_types_and_metadata_are_the_documented_ones(tmp_path: Path) -> None:
+    """Every column of every table has the Parquet type docs/parquet.md gives it: INT64 a
+    plain INT64 (no timestamp or other logical type), STRING a BYTE_ARRAY annotated UTF-8;
+    only ``seq`` required; ``rank`` not in the files; each file's key-value metadata holds
+    ``kinetrace.schema`` with the documented version."""
+    version = re.search(r"holds `kinetrace\.schema = (\d+)`", DOCS.read_text())
+    assert version is not None and f"## Layout (schema version {version[1]})" in DOCS.read_text()
+    events = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main"}},
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 2, "ts": 1.5, "dur": 2},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 1, "pid": 1, "tid": 2, "ts": 2},
+    ]
+    src = tmp_path / "t.json"
+    src.write_text(json.dumps({"traceEvents": events}))
+    kinetrace.to_parquet(src, tmp_path / "ds")
+    for table, columns in documented_columns().items():
+        (path,) = (tmp_path / "ds" / table / "rank=0").glob("*.parquet")
+        parquet = pq.ParquetFile(path)
+        got = {}
+        for i in range(len(parquet.schema)):
+            column = parquet.schema.column(i)
+            got[column.name] = (
+                column.physical_type,
+                column.logical_type.type,
+                column.converted_type,
+                column.max_definition_level,
+            )
+        want = {
+            name: (
+                ("INT64", "NONE", "NONE") if kind == "INT64" else ("BYTE_ARRAY", "STRING", "UTF8")
+            )
+            + (0 if name == "seq" else 1,)
+            for name, kind in columns.items()
+        }
+        assert got == want, table
+        assert parquet.metadata.metadata == {b"kinetrace.schema": version[1].encode()}, table
+    (meta,) = read_table(tmp_path / "ds", "meta")
+    assert meta["kinetrace_schema"] == int(version[1])

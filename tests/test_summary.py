@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import subprocess
 import warnings
+from dataclasses import astuple
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import pytest
 import kinetrace
 from support import catapult
 from support.cli import run
-from support.real import REAL_DIR, REAL_TRACES, require_real
+from support.real import REAL_DIR, REAL_TRACES, real_params, require_real
 
 GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events"}
 MEMORY_CATS = {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
@@ -113,10 +115,34 @@ def reference(path: Path) -> dict[str, Any]:
         ),
         "kernels": {n: (len(d), sum(d), min(d), max(d)) for n, d in kernels.items()},
         "kinds": {a[3]: a[2] for a in acts},
+        "kernel_types": kernel_types(spans),
         "overlap": overlap,
         "idle": idle(acts, launches),
         "steps": steps,
     }
+
+
+TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
+
+
+def kernel_types(spans: dict[str, list[tuple[int, int]]]) -> dict[str, int]:
+    """ns per label: the unions swept together, each elementary segment labelled by the
+    types active in it (in :data:`TYPES` order, joined by " overlapping "); 0 ns left out."""
+    points: dict[int, int] = {}
+    for bit, k in enumerate(TYPES):
+        for s, e in spans[k]:  # a union's intervals neither overlap nor touch
+            points[s] = points.get(s, 0) ^ (1 << bit)
+            points[e] = points.get(e, 0) ^ (1 << bit)
+    out: dict[str, int] = {}
+    active = 0
+    at = None
+    for x in sorted(points):
+        if active and at is not None and x > at:
+            label = " overlapping ".join(k for bit, k in enumerate(TYPES) if active >> bit & 1)
+            out[label] = out.get(label, 0) + x - at
+        active ^= points[x]
+        at = x
+    return out
 
 
 def idle(acts: list[tuple[Any, ...]], launches: dict[int, int]) -> dict[str, tuple[int, int, int]]:
@@ -167,7 +193,8 @@ def summarize_quietly(*args: Any, **kw: Any) -> kinetrace.Summary:
 @pytest.mark.parametrize("path", _reference_params())
 def test_exact_figures_are_the_traces_own(path: Path) -> None:
     ref = reference(path)
-    (r,) = summarize_quietly(path).ranks
+    summary = summarize_quietly(path)
+    (r,) = summary.ranks
     t = r.temporal_breakdown
     assert (t.idle_time_us, t.compute_time_us, t.non_compute_time_us, t.kernel_time_us) == tuple(
         us(v) for v in ref["temporal"]
@@ -180,21 +207,220 @@ def test_exact_figures_are_the_traces_own(path: Path) -> None:
         assert k.mean_us == us(
             int((Decimal(s) / c).quantize(Decimal(1), rounding="ROUND_HALF_EVEN"))
         )
-    assert sum(r.kernel_types.values()) == pytest.approx(t.kernel_time_us - t.idle_time_us)
+    assert r.kernel_types == {label: us(v) for label, v in ref["kernel_types"].items()}
     assert r.comm_comp_overlap_pct == (None if ref["overlap"] is None else float(ref["overlap"]))
     assert {s: (i.host_wait_us, i.kernel_wait_us, i.other_us) for s, i in r.idle_time.items()} == {
         s: tuple(us(v) for v in vals) for s, vals in ref["idle"].items()
     }
     assert [(s.name, s.dur_us) for s in r.steps] == [(n, us(d)) for n, d in ref["steps"]]
+    assert list(summary.steps) == spreads({r.rank: ref["steps"]})
+    assert json.loads(json.dumps(summary.to_json()))["ranks"][0]["kernel_types"] == r.kernel_types
 
 
-@pytest.mark.parametrize("rules", ["exact", "hta"])
-def test_every_shared_trace_is_summarised(rules: str) -> None:
+def spreads(steps: dict[int, list[tuple[str, int]]]) -> list[kinetrace.StepSpread]:
+    """Per step name, in the order first met (ranks in rank order), over the first slice of
+    that name on each rank: the slowest rank (ties: the lowest rank) and the fastest (ties:
+    the lowest rank); their ratio from the exact ns, None when the fastest took 0 ns."""
+    per: dict[str, list[tuple[int, int]]] = {}
+    for rank in sorted(steps):
+        firsts: dict[str, int] = {}
+        for name, dur in steps[rank]:
+            firsts.setdefault(name, dur)
+        for name, dur in firsts.items():
+            per.setdefault(name, []).append((rank, dur))
+    out = []
+    for name, durs in per.items():
+        slow = max(durs, key=lambda d: (d[1], -d[0]))
+        fast = min(durs, key=lambda d: (d[1], d[0]))
+        ratio = float(Decimal(slow[1]) / Decimal(fast[1])) if fast[1] else None
+        out.append(
+            kinetrace.StepSpread(name, len(durs), slow[0], us(slow[1]), fast[0], us(fast[1]), ratio)
+        )
+    return out
+
+
+def assert_spreads(got: tuple[kinetrace.StepSpread, ...], want: list[kinetrace.StepSpread]) -> None:
+    """Equal, the ratio to the exact quotient within 2 ulp: the summary divides the two
+    durations as doubles (each within half an ulp of its exact µs)."""
+    assert [(*s[:6],) for s in map(astuple, got)] == [(*s[:6],) for s in map(astuple, want)]
+    for g, w in zip(got, want, strict=True):
+        if w.ratio is None:
+            assert g.ratio is None, g
+        else:
+            assert g.ratio == pytest.approx(w.ratio, rel=4.5e-16, abs=0), g
+
+
+def test_step_spread_across_the_eight_dlrm_ranks() -> None:
+    """The cross-rank figures of a real job, from each rank's steps read independently."""
     require_real()
-    for path in REAL_TRACES:
-        summary = summarize_quietly(path, rules=rules)
-        assert len(summary.ranks) == 1, path
-        json.dumps(summary.to_json())
+    folder = REAL_DIR / "param" / "dlrm_kineto"
+    steps = {}
+    for path in sorted(folder.glob("*.json")):
+        data = load(path)
+        steps[int(data["distributedInfo"]["rank"])] = reference(path)["steps"]
+    assert sorted(steps) == list(range(8))
+    summary = kinetrace.summarize(folder)
+    assert [r.rank for r in summary.ranks] == list(range(8))
+    for r in summary.ranks:
+        assert [(s.name, s.dur_us) for s in r.steps] == [(n, us(d)) for n, d in steps[r.rank]]
+    want = spreads(steps)
+    assert [w.ranks for w in want] == [8]  # one step, on every rank
+    assert want[0].slowest_rank != want[0].fastest_rank
+    assert_spreads(summary.steps, want)
+
+
+def test_step_spread_ties_missing_steps_and_a_zero_step(tmp_path: Path) -> None:
+    """Steps some ranks lack, a step twice on one rank (its first slice counts), ties (the
+    lowest rank), a fastest of 0 µs (no ratio)."""
+
+    def step(name: str, ts: str, dur: str) -> dict[str, Any]:
+        return {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 0,
+            "tid": 1,
+            "ts": Decimal(ts),
+            "dur": Decimal(dur),
+        }
+
+    ranks = {
+        0: [("ProfilerStep#1", "0", "100.5"), ("ProfilerStep#2", "200", "0.001")],
+        1: [
+            ("ProfilerStep#2", "0", "0.003"),
+            ("ProfilerStep#1", "5", "100.5"),
+            ("ProfilerStep#1", "900", "999"),
+        ],
+        2: [("ProfilerStep#1", "0", "50.25"), ("ProfilerStep#3", "100", "0")],
+        3: [("ProfilerStep#3", "0", "7.125"), ("ProfilerStep#2", "10", "0.003")],
+    }
+    for rank, rows in ranks.items():
+        events = [step(*row) for row in rows]
+        (tmp_path / f"trace_rank{rank}.json").write_text(_dump({"traceEvents": events}))
+    summary = kinetrace.summarize(tmp_path)
+    want = [
+        kinetrace.StepSpread("ProfilerStep#1", 3, 0, 100.5, 2, 50.25, 2.0),
+        kinetrace.StepSpread("ProfilerStep#2", 3, 1, 0.003, 0, 0.001, 3.0),
+        kinetrace.StepSpread("ProfilerStep#3", 2, 3, 7.125, 2, 0.0, None),
+    ]
+    assert_spreads(summary.steps, want)
+    steps = {rank: [(n, ns(Decimal(d))) for n, _, d in rows] for rank, rows in ranks.items()}
+    assert spreads(steps) == want  # the reference agrees with the figures worked out by hand
+
+
+def hta_kind(name: str) -> str:
+    """HTA 0.5.0's ``get_kernel_type`` (../shared/notes/hta-rules.md)."""
+    if name.startswith("nccl") and "Kernel" in name[4:]:
+        return "COMMUNICATION"
+    if name.startswith(("Memcpy", "Memset", "dma")):
+        return "MEMORY"
+    if "Memcpy" not in name and not name.startswith("Memset") and "Sync" not in name:
+        return "COMPUTATION"
+    return "OTHER"
+
+
+def hta_int(value: Any) -> int:
+    """HTA's ``int()`` of ``args.stream``: a whole number or a string of one, else -1."""
+    if isinstance(value, bool):
+        return -1
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else -1
+    if isinstance(value, str):
+        for parse in (int, float):
+            try:
+                n = parse(value.strip())
+            except ValueError:
+                continue
+            return int(n) if float(n).is_integer() else -1
+    return -1
+
+
+def hta_reading(path: Path) -> dict[str, Any]:
+    """What the ``hta`` rules read, from the raw JSON parsed as HTA parses it (plain
+    ``json``, float µs): whether the last-step filter runs, and the kernel set's totals per
+    name without it (times ns-rounded where HTA rounds them)."""
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    events = json.loads(raw)["traceEvents"]
+    step_strings = set()
+    float_ts = False
+    rows = []
+    # Names with an event that is a row under one rule set only.
+    differ = set()
+    for e in events:
+        ts, dur, cat, name = e.get("ts"), e.get("dur"), e.get("cat"), str(e.get("name", ""))
+        if not isinstance(ts, int) or isinstance(ts, bool):
+            float_ts = True
+        for text in (e.get("name"), cat):
+            if isinstance(text, str) and "ProfilerStep" in text:
+                step_strings.add(text)
+        timed = ts is not None and dur is not None
+        in_exact = timed and e.get("ph") == "X" and cat in GPU_CATS
+        in_hta = timed and isinstance(cat, str) and cat != "Trace"
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        stream = hta_int(args.get("stream")) if in_hta else -1
+        if stream != -1:
+            rows.append((name, ts, dur, stream, cat in GPU_CATS))
+        if in_exact != (stream != -1):
+            differ.add(name)
+    kernels: dict[str, list[Any]] = {}
+    for name, ts, dur, _, _ in rows:
+        if hta_kind(name) == "OTHER":
+            continue
+        d = float(math.floor(ts + dur) - math.ceil(ts)) if float_ts else dur
+        k = kernels.setdefault(name, [0, 0.0, d, d])
+        k[0] += 1
+        k[1] += d
+        k[2] = min(k[2], d)
+        k[3] = max(k[3], d)
+    return {
+        "filter": len(step_strings) >= 2,
+        # name -> (count, sum, min, max) in file order, as HTA sums them
+        "kernels": {n: tuple(v) for n, v in kernels.items()},
+        "same_rows": set(kernels) - differ,
+        "set": len(rows),
+        "streams": {str(r[3]) for r in rows if r[4]},
+    }
+
+
+@pytest.mark.parametrize("path", real_params())
+def test_hta_figures_hold_what_the_rules_promise(path: Path) -> None:
+    """Every real trace under both rule sets: the ``hta`` figures against HTA's rules read
+    independently (types by name, the kernel set's counts and totals, the streams of the idle
+    time when no last-step filter runs), against the ``exact`` figures where the rules agree
+    (steps; a name's count when its rows are the same under both), and their invariants.
+    HTA's own numbers are ``test_summary_hta.py``'s."""
+    exact = summarize_quietly(path).ranks[0]
+    (hta,) = summarize_quietly(path, rules="hta").ranks
+    seen = hta_reading(path)
+    assert hta.steps == exact.steps
+    assert all(k.type == hta_kind(k.name) != "OTHER" for k in hta.kernels)
+    exact_kernels = {k.name: k for k in exact.kernels}
+    if not seen["filter"]:
+        got = {k.name: (k.count, k.sum_us, k.min_us, k.max_us) for k in hta.kernels}
+        assert got == seen["kernels"]
+        hta_kernels = {k.name: k for k in hta.kernels}
+        for name in seen["same_rows"]:  # the same rows under both rules: the same count
+            assert hta_kernels[name].count == exact_kernels[name].count, name
+        assert hta.gpu_activities == seen["set"]
+        assert set(hta.idle_time) == seen["streams"]
+    else:  # the filter keeps a subset: names of the kernel set only
+        assert {k.name for k in hta.kernels} <= set(seen["kernels"])
+    # HTA's rounding can make times negative (an event under 1 µs lasts -1 µs): only the sum.
+    t = hta.temporal_breakdown
+    assert t.idle_time_us + t.compute_time_us + t.non_compute_time_us == pytest.approx(
+        t.kernel_time_us, rel=1e-12, abs=1e-6
+    )
+    # Segments truncated to whole µs (HTA's int()).
+    assert all(v == int(v) and v > 0 for v in hta.kernel_types.values()), hta.kernel_types
+    comm = any(k.type == "COMMUNICATION" and k.max_us > 0 for k in hta.kernels)
+    assert (hta.comm_comp_overlap_pct is not None) == comm
+    if comm:
+        assert 0 <= hta.comm_comp_overlap_pct <= 100
+    assert all(round(v, 2) == v for i in hta.idle_time.values() for v in astuple(i))
 
 
 def test_owlv2_memset_times_are_exact() -> None:
@@ -288,19 +514,33 @@ def test_touching_and_overlapping_activities(tmp_path: Path) -> None:
     assert [k.name for k in r.kernels] == ["Memcpy HtoD", "ncclKernel_AllReduce", "gemm"]
 
 
+def assert_first_kernels(r: kinetrace.RankSummary, n: int) -> None:
+    """The figures of the first ``n`` kernels "k" of 5 µs every 10 µs on stream 7, no launch:
+    5 µs gaps, each a kernel wait."""
+    assert r.temporal_breakdown == kinetrace.TemporalBreakdown(
+        (n - 1) * 5.0, n * 5.0, 0.0, (n - 1) * 10.0 + 5
+    )
+    assert r.kernels == (kinetrace.KernelStats("k", "COMPUTATION", n, n * 5.0, 5.0, 5.0, 5.0),)
+    assert r.idle_time == {"7": kinetrace.StreamIdle(0.0, (n - 1) * 5.0, 0.0)}
+
+
 def test_damaged_traces_are_summarised_as_far_as_they_load(tmp_path: Path) -> None:
     good = _dump({"traceEvents": [_kernel(str(i * 10), "5", corr=i) for i in range(50)]})
     cut = tmp_path / "cut.json"
     cut.write_text(good[: len(good) // 2])
     with pytest.warns(kinetrace.SummaryWarning, match=r"cut\.json: offset \d+"):
         (r,) = kinetrace.summarize(cut).ranks
-    assert 0 < r.gpu_activities < 50
+    # Each event ends with its args' "}}": the complete ones before the cut are summarised.
+    assert r.gpu_activities == good[: len(good) // 2].count("}}") == 25
+    assert_first_kernels(r, 25)
     gz = tmp_path / "cut.json.gz"
     many = _dump({"traceEvents": [_kernel(str(i * 10), "5", corr=i) for i in range(20_000)]})
     packed = gzip.compress(many.encode())
     gz.write_bytes(packed[: len(packed) // 2])
     with pytest.warns(kinetrace.SummaryWarning, match=r"cut\.json\.gz: offset \d+"):
-        kinetrace.summarize(gz)
+        (r,) = kinetrace.summarize(gz).ranks
+    assert 0 < r.gpu_activities < 20_000
+    assert_first_kernels(r, r.gpu_activities)
     junk = tmp_path / "junk.json"
     junk.write_text('{"traceEvents": [nope')
     with pytest.raises(kinetrace.TraceFormatError, match=r"junk\.json: offset 17"):
