@@ -9,6 +9,8 @@ import argparse
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 
 from kinetrace import _cli
 from kinetrace._cli import status
+from support.aftermath import subprocess_env
 from support.cli import run
 from support.users import run_python
 
@@ -253,6 +256,33 @@ def test_shared_flags_are_spelled_alike_in_every_tool():
 def test_parquet_keeps_its_old_out_spelling(trace, tmp_path):
     assert run("parquet", trace, "--out", tmp_path / "ds") == status.DONE
     assert (tmp_path / "ds" / "_kinetrace.json").is_file()
+
+
+def test_demo_failure_is_one_line(tmp_path, capsys):
+    """demo runs through run_tool too: an unwritable --out is status 1 and one line."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert run("demo", "--iterations", "5", "--out", blocker / "out") == status.FAILED
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"kinetrace demo: error: {blocker / 'out'}: Not a directory", err
+    assert not any("Traceback" in line for line in err), err
+
+
+def test_demo_prints_its_own_output_not_torchs_log(tmp_path):
+    """torch's profiler (Kineto) logs every start and stop of a profile to fd 2; the demo
+    keeps that aside, so a CPU machine shows the demo's lines and its table alone."""
+    done = subprocess.run(
+        [sys.executable, "-m", "kinetrace", "demo", "--iterations", "20", "--out", tmp_path],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "profiling 20 steps" in done.stderr, done.stderr
+    assert "profiler_start" not in done.stderr and "USDT" not in done.stderr, done.stderr
+    assert "kinetrace      json" in done.stdout
 
 
 def test_no_subcommand_is_a_usage_error(capsys):

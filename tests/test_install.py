@@ -338,18 +338,48 @@ def test_run_exit_status(
     assert not _profiler.installed()
 
 
-def test_run_exception_propagates_and_restores(tmp_path: Path) -> None:
+def test_run_exception_is_the_scripts_and_restores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exception of the script's ends it as ``python script.py`` would: its traceback,
+    status 1; kinetrace's state is restored."""
     script = write_script(tmp_path, "raise KeyError('from the script')\n")
     argv_before = sys.argv[:]
-    with pytest.raises(KeyError, match="from the script"):
-        cli.main(["run", str(script)])
+    assert cli.main(["run", str(script)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):"), err
+    assert err.rstrip().endswith("KeyError: 'from the script'"), err
     assert sys.argv == argv_before
     assert not _profiler.installed()
 
 
 def test_run_missing_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["run", str(tmp_path / "nope.py")]) == 2
-    assert "can't open file" in capsys.readouterr().err
+    """An unreadable script is a status of the table (2), one line, as for every tool."""
+    missing = tmp_path / "nope.py"
+    assert cli.main(["run", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kinetrace run: error: cannot read {missing}: "), err
+    assert "Traceback" not in err
+
+
+def test_run_failed_background_export_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A background export the script left that fails: the run's status 1 with one line,
+    not a traceback (run_tool)."""
+    script = write_script(
+        tmp_path,
+        """
+        import torch, kinetrace
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+            (torch.ones(4) + 1).sum()
+        kinetrace.export_chrome_trace(p, "/dev/full", background=True)
+        """,
+    )
+    assert cli.main(["run", str(script)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kinetrace run: error: ") and "Traceback" not in err, err
+    assert not _profiler.installed()
 
 
 def test_run_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

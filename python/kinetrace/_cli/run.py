@@ -7,9 +7,15 @@ import argparse
 import os
 import runpy
 import sys
+import traceback
 from typing import Any
 
+from kinetrace._cli.status import run_tool
+
 __all__ = ["add_parser", "cmd_run"]
+
+
+PROG = "kinetrace run"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -22,24 +28,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     afterwards.
 
     Returns:
-        The script's exit status (0 when it ends normally, its ``SystemExit`` code
-        otherwise); 2 when the script does not exist. An exception from the script
-        propagates.
+        The script's exit status, as ``python`` gives it: 0 when it ends normally, its
+        ``SystemExit`` code otherwise, and 1 after printing the traceback of an exception
+        it raised. Through :func:`kinetrace._cli.status.run_tool`: 2 when the script cannot
+        be read, 1 (one line, no traceback) when a background export it left fails.
     """
+    return run_tool(PROG, [] if args.module else [args.target], lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
     from kinetrace._export import handles as _handles
     from kinetrace._export import profiler as _profiler
 
     target: str = args.target
-    if not args.module and not os.path.exists(target):
-        print(f"kinetrace run: can't open file {target!r}", file=sys.stderr)
-        return 2
     saved_argv = sys.argv[:]
     saved_path = sys.path[:]
     was_installed = _profiler.installed()
     _profiler.install()
     try:
         sys.argv = [target, *args.args]
-        if args.module:
+        status = _run_as_main(target, module=args.module)
+    finally:
+        try:
+            _handles.wait()
+        finally:
+            sys.argv = saved_argv
+            sys.path[:] = saved_path
+            if not was_installed:
+                _profiler.uninstall()
+    return status
+
+
+def _run_as_main(target: str, *, module: bool) -> int:
+    """Runs the script or module as ``__main__``; its exit status as the interpreter would
+    give it. An exception of the script's is its own: its traceback, status 1 (as
+    ``python script.py``), never taken for a fault of kinetrace's. Ctrl-C passes through."""
+    try:
+        if module:
             # as ``python -m``: the current directory first on the path
             sys.path.insert(0, os.getcwd())
             runpy.run_module(target, run_name="__main__", alter_sys=True)
@@ -50,18 +75,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 sys.path.append(directory)
             runpy.run_path(target, run_name="__main__")
-        status = 0
     except SystemExit as exit_:
-        status = _exit_status(exit_)
-    finally:
-        try:
-            _handles.wait()
-        finally:
-            sys.argv = saved_argv
-            sys.path[:] = saved_path
-            if not was_installed:
-                _profiler.uninstall()
-    return status
+        return _exit_status(exit_)
+    except Exception:
+        traceback.print_exc()
+        return 1
+    return 0
 
 
 def _exit_status(exit_: SystemExit) -> int:

@@ -126,9 +126,12 @@ def report(
     prog: str, exc: BaseException, status: int, path: str | os.PathLike[str] | None = None
 ) -> int:
     """Prints ``PROG: error: [cannot read PATH: ]TEXT`` on stderr (an ``OSError``'s text
-    without its errno) and returns ``status``."""
+    without its errno, after the file it names where ``path`` is not given) and returns
+    ``status``."""
     if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
         text = exc.strerror
+        if path is None and exc.filename is not None:
+            text = f"{os.fsdecode(exc.filename)}: {text}"
     else:
         text = str(exc)
     where = "" if path is None else f"cannot read {os.fsdecode(path)}: "
