@@ -616,7 +616,18 @@ _PROBE = """<script>
     rects: document.querySelectorAll('svg rect').length,
     widths: Array.from(document.querySelectorAll('svg rect')).every(function (r) {
       return r.width.baseVal.value >= 0;
-    })});
+    }),
+    // Every label drawn whole inside its chart: the text boxes the browser measured.
+    clipped: Array.from(document.querySelectorAll('svg text')).filter(function (t) {
+      const box = t.getBBox(), svg = t.ownerSVGElement;
+      return box.x < 0 || box.x + box.width > svg.width.baseVal.value;
+    }).map(function (t) { return t.textContent; }),
+    cut: Array.from(document.querySelectorAll('svg text.label')).filter(function (t) {
+      const title = t.querySelector('title');
+      return title && t.textContent.endsWith('\u2026') &&
+        t.textContent.slice(title.textContent.length, -1) !== '' &&
+        title.textContent.startsWith(t.textContent.slice(title.textContent.length, -1));
+    }).length});
   document.body.appendChild(out);
 })();
 </script>"""
@@ -649,5 +660,9 @@ def test_html_page_loads_in_chromium(tmp_path: Path) -> None:
     )
     assert result["errors"] == []
     assert result["svgs"] == 3 and result["bad"] == 0 and result["widths"]
+    assert result["clipped"] == [], result["clipped"]
+    # The DLRM ranks' NCCL kernel names are longer than the label room: cut with an
+    # ellipsis, the whole name in the tooltip.
+    assert result["cut"] > 0
     # 8 ranks x 3 parts + legend 3, the top 15 kernels, 8 ranks x 1 step.
     assert result["rects"] == 8 * 3 + 3 + 15 + 8

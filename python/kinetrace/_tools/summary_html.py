@@ -23,6 +23,7 @@ _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
 svg text { font: 11px system-ui, sans-serif; fill: #222; }
+svg text.label { font: 11px monospace; }
 table { border-collapse: collapse; } td, th { padding: 2px 8px; text-align: right; }
 th { border-bottom: 1px solid #999; } td.l, th.l { text-align: left; }
 """
@@ -58,6 +59,22 @@ def _temporal_svg(ranks: tuple[RankSummary, ...]) -> str:
     return "".join(parts)
 
 
+#: The width of one character of an 11 px monospace label (0.6 em in the monospace fonts
+#: browsers use): a label's width is known before the browser draws it.
+CHAR_W = 6.6
+
+
+def _label(text: str, x: float, y: float, room: float) -> str:
+    """A right-aligned label ending at ``x`` that fits in ``room`` pixels to its left: cut
+    with an ellipsis inside the chart where it is longer, the whole text in its tooltip."""
+    fits = max(int(room // CHAR_W), 2)
+    shown = text if len(text) <= fits else text[: fits - 1] + "\u2026"
+    return (
+        f'<text class="label" x="{x}" y="{y}" text-anchor="end">'
+        f"<title>{escape(text)}</title>{escape(shown)}</text>"
+    )
+
+
 def _kernels_svg(summary: Summary) -> str:
     kernels = top_kernels(summary.ranks, TOP)
     if not kernels:
@@ -68,11 +85,8 @@ def _kernels_svg(summary: Summary) -> str:
     parts = [f'<svg xmlns="{SVG_NS}" width="{WIDTH}" height="{len(kernels) * (bar + gap)}">']
     for i, k in enumerate(kernels):
         y = i * (bar + gap)
-        name = k.name if len(k.name) <= 70 else k.name[:67] + "..."
         w = max(plot_w * k.sum_us / most, 0.0)
-        parts.append(
-            f'<text x="{label_w - 6}" y="{y + bar - 4}" text-anchor="end">{escape(name)}</text>'
-        )
+        parts.append(_label(k.name, label_w - 6, y + bar - 4, label_w - 10))
         tip = escape(f"{k.name}\n{k.type}, {k.count:,} x, total {duration(k.sum_us)}")
         parts.append(
             f'<rect x="{label_w}" y="{y}" width="{w:.2f}" height="{bar}" fill="{COLOURS[0]}">'
