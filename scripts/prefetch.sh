@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What a CI run downloads, started early beside the CPU-bound stages (scripts/test.sh):
-#   prefetch.sh system   the Debian packages of the suite (browser, Java; as root) and the
-#                        arm64 root filesystem of the install test (scripts/arm64-rootfs.sh)
+#   prefetch.sh packages the Debian packages of the suite (browser, Java; as root)
+#   prefetch.sh rootfs   the arm64 root filesystem of the install test
+#                        (scripts/arm64-rootfs.sh; as root)
 #   prefetch.sh compat   every compat row's venv: its torch, the test tools and the wheel
 #                        (nox's install-only mode: nothing is run)
 # Each part is also done by the stage that needs it when it was not done here, so this only
@@ -10,8 +11,8 @@ source "$(dirname "$0")/env.sh"
 ensure_tools
 cd "$ROOT"
 case ${1:-} in
-  system)
-    "$NOX" -s packages
+  packages) "$NOX" -s packages ;;
+  rootfs)
     if [ "$(id -u)" = 0 ]; then
       "$ROOT/scripts/arm64-rootfs.sh" >/dev/null
     else
@@ -20,7 +21,7 @@ case ${1:-} in
     ;;
   compat) "$NOX" -s compat --install-only ;;
   *)
-    echo "usage: prefetch.sh system|compat" >&2
+    echo "usage: prefetch.sh packages|rootfs|compat" >&2
     exit 2
     ;;
 esac

@@ -4,10 +4,10 @@
 #
 #   fresh-demo  ./scripts/demo.sh as a new user runs it, from an empty KINETRACE_CACHE; the
 #               release wheel it builds (from nothing) is the one every later stage tests
-#   lint        ruff, cargo fmt and clippy
-#   rust        the Rust core's tests (cargo test, fast profile)
 #   suite       the release wheel installed, mypy (strict), the stub check, every test but the
 #               slow ones; its 25 slowest tests printed
+#   lint        ruff, cargo fmt and clippy
+#   rust        the Rust core's tests (cargo test, fast profile)
 #   hooks       test_panics and test_bench_gate against a build with the test-hooks feature
 #   install     both manylinux wheels and the sdist, installed as users do (x86_64, aarch64)
 #   workflows   .github/workflows against GitHub's schema and zizmor, offline
@@ -16,11 +16,12 @@
 #   bench       the benchmark gate: ratios against stock torch, torch's Python exporter and
 #               HTA in one run, red below their floors (benches/gate.py), alone on the machine
 #
-# Two lanes share the 2 cores after `rust`: the suite in the foreground, and hooks, install,
-# workflows, compat and slow one after the other in the background (their output is shown
-# when the lane ends). Downloads start first, beside the CPU-bound stages: the Debian
-# packages the suite and the install test need, the arm64 root filesystem, and every compat
-# row's torch (scripts/prefetch.sh). The run ends with every stage's wall time.
+# Two lanes share the 2 cores after the fresh demo: the suite in the foreground (pytest is
+# mostly one thread), and lint, rust, hooks, install, workflows, compat and slow one after
+# the other in the background (their output is shown when the lane ends). Downloads start
+# first, beside the CPU-bound stages: the Debian packages the suite and the install test
+# need, the arm64 root filesystem, and every compat row's torch (scripts/prefetch.sh). The
+# bench gate runs last, alone. The run ends with every stage's wall time.
 #
 # What every run checks the same way (CI's own settings, not left to the environment):
 # Hypothesis's derandomized `ci` profile, a per-test timeout (pytest-timeout: 600 s, the
@@ -107,10 +108,21 @@ finish() {
 }
 trap finish EXIT
 
-# A lane's stages, timed into the same table (the lane is a child shell of this script).
+# after_lane NAME: waits until lane NAME has ended (for a lane started by this script's
+# parent shell, which alone can `wait` for it); its status is the parent's to report.
+after_lane() {
+  while [ ! -e "$RUN_LOGS/$1.end" ]; do sleep 2; done
+}
+
+# The background lane's stages, timed into the same table (the lane is a child shell of
+# this script): the builds and the checks that need no foreground, each after what it needs.
 background_stages() {
+  stage lint "$NOX" -s lint
+  stage rust "$NOX" -s rust
   stage hooks "$NOX" -s hooks
+  after_lane prefetch-rootfs
   stage install "$NOX" -s install workflows
+  after_lane prefetch-compat
   stage "compat (6 rows)" "$NOX" -s compat
   stage slow "$NOX" -s slow
 }
@@ -137,17 +149,17 @@ fresh_demo() {
   return $status
 }
 
-lane prefetch "$ROOT/scripts/prefetch.sh" system
+lane prefetch-packages "$ROOT/scripts/prefetch.sh" packages
+lane prefetch-rootfs "$ROOT/scripts/prefetch.sh" rootfs
 stage fresh-demo fresh_demo
-# Every compat row's torch, while lint and rust build (it installs the wheel too).
+# Every compat row's torch (it installs the wheel the fresh demo built too).
 lane prefetch-compat "$ROOT/scripts/prefetch.sh" compat
-stage lint "$NOX" -s lint
-stage rust "$NOX" -s rust
-join prefetch
-join prefetch-compat
-export -f stage record log
+join prefetch-packages # the suite's browser and Java
+export -f stage record log after_lane
 export RUN_LOGS NOX
 lane background bash -c "$(declare -f background_stages); set -Eeuo pipefail; background_stages"
 stage suite "$NOX" -s suite -- "$@"
 join background
+join prefetch-rootfs
+join prefetch-compat
 stage bench "$NOX" -s bench
