@@ -230,7 +230,7 @@ Us = float | str
 
 
 def _dump(obj: Any) -> str:
-    return re.sub(f'"{_EXACT}([-0-9.]+)"', r"\1", json.dumps(obj))
+    return re.sub(f'"{_EXACT}([-0-9.eE+]+)"', r"\1", json.dumps(obj))
 
 
 def _event(name: str, ts: Us | None, dur: Us | None, cat: str | None, **args: Any) -> Any:
@@ -337,6 +337,36 @@ def test_edge_cases_on_duckdb(edges: list[Path], dataset: Build) -> None:
 def test_edge_cases_on_spark(edges: list[Path], dataset: Build, spark: SparkSession) -> None:
     """Opened by the page's PySpark lines (the other Spark tests use its SQL statements)."""
     assert_figures(sql.spark_engine(spark, dataset(edges), pyspark=True), summary_of(edges))
+
+
+def test_integer_args_written_any_way_are_read_alike(tmp_path: Path, dataset: Build) -> None:
+    """``stream`` and ``correlation`` as a number with a zero fraction or an exponent, or as
+    a string with blanks: ``summary`` and the Parquet columns read them with one reader, so
+    the SQL still gives the summary's figures; past 2^53 every digit counts."""
+    big = 2**53 + 1  # a float would read ...992
+    writings = [_EXACT + "7e0", " 7", _EXACT + "7.0", "7.00", _EXACT + "70e-1", 7]
+    events = [_launch(90, big)]
+    for i, stream in enumerate(writings):
+        events.append(_kernel(f"k{i}", 10 + 10 * i, 5, stream=stream, correlation=i))
+    # Stream 8 busy until 55, then the kernel of correlation 2^53 + 1, launched at 90: the
+    # 45 µs gap is a host wait only where the launch is found by every digit.
+    events.append(_kernel("first", 50, 5, stream=8))
+    events.append(_kernel("big", 100, 5, stream=8, correlation=_EXACT + f"{big}.0"))
+    path = tmp_path / "ints.json"
+    path.write_text(_dump({"traceEvents": events}), encoding="utf-8")
+    assert "7e0" in path.read_text() and '" 7"' in path.read_text()
+    summary = summary_of([path])
+    (rank,) = summary["ranks"]
+    # One stream 7 (every writing) and stream 8, whose kernel found its launch (host wait).
+    assert set(rank["idle_time"]) == {"7", "8"}, rank["idle_time"]
+    assert rank["idle_time"]["8"]["host_wait_us"] == 45.0
+    with sql.duckdb_engine(dataset([path])) as engine:
+        assert_figures(engine, summary)
+        streams = engine.rows_of(
+            "SELECT DISTINCT stream FROM events WHERE cat = 'kernel' ORDER BY stream"
+        )
+        assert streams == [(7,), (8,)]
+        assert engine.rows_of("SELECT correlation FROM events WHERE name = 'big'") == [(big,)]
 
 
 @pytest.mark.parametrize("engine", ["duckdb", "spark"])

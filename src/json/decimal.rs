@@ -161,6 +161,24 @@ pub(crate) fn ns_of(text: Option<&[u8]>) -> Option<i64> {
     i64::try_from(Decimal::parse(text?)?.floor_ns()?).ok()
 }
 
+/// An integer argument as every tool reads it (`args.stream`, `args.correlation`, the
+/// Parquet tables' integer columns: one reader, so the SQL over a dataset and `summary`
+/// agree): a JSON number, or a string holding one with blanks around it, whose value is a
+/// whole number that fits 64 bits: `7`, `7.0`, `7e0`, `70e-1`, `" 7"`, `"7.00"`. Exact past
+/// 2^53 (decimal arithmetic, never a float); anything else is `None`.
+pub(crate) fn whole_number(value: &[u8]) -> Option<i64> {
+    let text = match value {
+        [b'"', body @ .., b'"'] => body.trim_ascii(),
+        _ => value,
+    };
+    let d = Decimal::parse(text)?;
+    let unit = 10i128.checked_pow(d.scale)?;
+    if d.mantissa % unit != 0 {
+        return None;
+    }
+    i64::try_from(d.mantissa / unit).ok()
+}
+
 /// `text` (a `baseTimeNanoseconds` value) as an integer.
 pub(crate) fn parse_int(text: &[u8]) -> Option<i128> {
     let (negative, digits) = match text.split_first()? {
@@ -177,6 +195,32 @@ pub(crate) fn parse_int(text: &[u8]) -> Option<i128> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_number_is_read_however_it_is_written() {
+        for text in [
+            "7", "7.0", "7e0", "70e-1", "0.7E1", "\" 7\"", "\"7.00\"", "\"7e0 \"",
+        ] {
+            assert_eq!(whole_number(text.as_bytes()), Some(7), "{text}");
+        }
+        for text in [
+            "7.5", "\"7x\"", "\"\"", "true", "null", "[7]", "-", "7e400", "\"7",
+        ] {
+            assert_eq!(whole_number(text.as_bytes()), None, "{text}");
+        }
+        assert_eq!(whole_number(b"-3"), Some(-3));
+        // Past 2^53 every digit counts: a float would give ...992.
+        assert_eq!(
+            whole_number(b"9007199254740993"),
+            Some(9_007_199_254_740_993)
+        );
+        assert_eq!(
+            whole_number(b"9007199254740993.0"),
+            Some(9_007_199_254_740_993)
+        );
+        assert_eq!(whole_number(b"\"9223372036854775807\""), Some(i64::MAX));
+        assert_eq!(whole_number(b"9223372036854775808"), None);
+    }
 
     fn shifted(text: &str, ns: i128) -> String {
         let mut out = Vec::new();

@@ -101,12 +101,16 @@ class _DuckDB:
     def rows(self, figure: str) -> list[tuple[Any, ...]]:
         return list(self._con.execute(_figure(figure, self._doc)).fetchall())
 
+    def rows_of(self, query: str) -> list[tuple[Any, ...]]:
+        """The rows of any query over the page's views (``events``, ``flows``, ...)."""
+        return list(self._con.execute(query).fetchall())
+
     def close(self) -> None:
         self._con.close()
 
 
 @contextmanager
-def duckdb_engine(directory: Path, doc: Path = DOC) -> Iterator[Engine]:
+def duckdb_engine(directory: Path, doc: Path = DOC) -> Iterator[_DuckDB]:
     """The dataset at ``directory`` opened in a new in-memory DuckDB."""
     engine = _DuckDB(directory, doc)
     try:

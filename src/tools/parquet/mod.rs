@@ -26,7 +26,7 @@ use crate::read::ranks::{assign_ranks, RankFrom};
 
 use self::rows::{Rows, TABLES};
 use self::runs::Runs;
-use self::table::{int, string, Def, Table, SCHEMA_VERSION, SEQ, TS};
+use self::table::{column, int, string, Def, Table, SCHEMA_VERSION, SEQ, TS};
 
 /// The file that marks a folder as a kinetrace dataset (what `force` may replace).
 pub(crate) const MARKER: &str = "_kinetrace.json";
@@ -166,23 +166,42 @@ fn write_one(
     let h = &r.header;
     let [events, flows, tracks] = r.counts();
     let mut meta = Table::new(META);
-    meta.str(0, Some(source.as_bytes()))
-        .str(1, Some(rank_from.as_bytes()))
-        .int(2, Some(h.base_time_ns.unwrap_or(0)))
-        .str(3, h.schema_version.as_deref())
-        .str(4, h.device_properties.as_deref())
-        .str(5, h.distributed_info.as_deref())
+    let header = Some(&[&h.text[..], b"}"].concat())
+        .filter(|_| !h.text.is_empty())
+        .map(|v| v.to_vec());
+    meta.str(const { column(META, "source") }, Some(source.as_bytes()))
         .str(
-            6,
-            Some(&[&h.text[..], b"}"].concat())
-                .filter(|_| !h.text.is_empty())
-                .map(|v| &v[..]),
+            const { column(META, "rank_from") },
+            Some(rank_from.as_bytes()),
         )
-        .int(7, Some(events as i64))
-        .int(8, Some(flows as i64))
-        .int(9, Some(tracks as i64))
-        .int(10, Some(json_bytes as i64))
-        .int(11, Some(SCHEMA_VERSION))
+        .int(
+            const { column(META, "base_time_ns") },
+            Some(h.base_time_ns.unwrap_or(0)),
+        )
+        .str(
+            const { column(META, "schema_version") },
+            h.schema_version.as_deref(),
+        )
+        .str(
+            const { column(META, "device_properties") },
+            h.device_properties.as_deref(),
+        )
+        .str(
+            const { column(META, "distributed_info") },
+            h.distributed_info.as_deref(),
+        )
+        .str(const { column(META, "header") }, header.as_deref())
+        .int(const { column(META, "events") }, Some(events as i64))
+        .int(const { column(META, "flows") }, Some(flows as i64))
+        .int(const { column(META, "tracks") }, Some(tracks as i64))
+        .int(
+            const { column(META, "json_bytes") },
+            Some(json_bytes as i64),
+        )
+        .int(
+            const { column(META, "kinetrace_schema") },
+            Some(SCHEMA_VERSION),
+        )
         .end_row();
     meta.write(&place("meta")?, &[0], options.zstd_level, check)
 }

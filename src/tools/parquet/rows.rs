@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use crate::error::Result;
-use crate::json::decimal::{ns_of, parse_int};
+use crate::json::decimal::{ns_of, parse_int, whole_number};
 use crate::json::object::{
     for_each_member, for_each_member_and_nested, member, member_value, string_body, unescaped,
     Duplicates,
@@ -17,10 +17,12 @@ use crate::read::filter::Binder;
 use crate::read::ranks::distributed_rank;
 
 use super::runs::Runs;
-use super::table::{int, string, Def, Table, SEQ, TS};
+use super::table::{column, int, joined, string, Def, Table, SEQ, TS};
 
-/// `events`' columns (docs/parquet.md), in order.
-pub(crate) const EVENTS: &[Def] = &[
+/// The columns every row table (`events`, `flows`, `tracks`) starts with, in order
+/// (docs/parquet.md); each table's own follow. `seq` and `ts_ns` are the sort key (`SEQ`,
+/// `TS` in table.rs, checked below).
+const SHARED: [Def; 12] = [
     int("seq"),
     string("ph"),
     string("name"),
@@ -33,79 +35,25 @@ pub(crate) const EVENTS: &[Def] = &[
     string("tid_text"),
     string("args"),
     string("extra"),
-    int("external_id"),
-    int("correlation"),
-    int("stream"),
-    int("device"),
-    string("grid"),
-    string("block"),
-    string("input_dims"),
-    string("collective_name"),
-    int("in_msg_nelems"),
-    int("out_msg_nelems"),
-    int("group_size"),
-    string("dtype"),
-    string("process_group_name"),
 ];
+const _: () = assert!(column(&SHARED, "seq") == SEQ && column(&SHARED, "ts_ns") == TS);
 
-/// Columns every row table shares, at the same place in each (`SEQ` and `TS`: table.rs).
-const PH: usize = 1;
-const NAME: usize = 2;
-const CAT: usize = 3;
-const DUR: usize = 5;
-const PID: usize = 6;
-const TID: usize = 7;
-const PID_TEXT: usize = 8;
-const TID_TEXT: usize = 9;
-const ARGS: usize = 10;
-const EXTRA: usize = 11;
-/// The first typed argument of `events` ([`TYPED_ARGS`] in order from here).
-const TYPED: usize = 12;
-
-/// `flows`' columns: the shared ones, then its own.
-pub(crate) const FLOWS: &[Def] = &[
-    int("seq"),
-    string("ph"),
-    string("name"),
-    string("cat"),
-    int("ts_ns"),
-    int("dur_ns"),
-    int("pid"),
-    int("tid"),
-    string("pid_text"),
-    string("tid_text"),
-    string("args"),
-    string("extra"),
-    string("id"),
-    string("bp"),
-    int("event_seq"),
-];
-const FLOW_ID: usize = 12;
-const FLOW_BP: usize = 13;
-const FLOW_EVENT: usize = 14;
-
-/// `tracks`' columns: the shared ones, then the value.
-pub(crate) const TRACKS: &[Def] = &[
-    int("seq"),
-    string("ph"),
-    string("name"),
-    string("cat"),
-    int("ts_ns"),
-    int("dur_ns"),
-    int("pid"),
-    int("tid"),
-    string("pid_text"),
-    string("tid_text"),
-    string("args"),
-    string("extra"),
-    string("value"),
-];
-const TRACK_VALUE: usize = 12;
+/// The shared columns, by name.
+const PH: usize = column(&SHARED, "ph");
+const NAME: usize = column(&SHARED, "name");
+const CAT: usize = column(&SHARED, "cat");
+const DUR: usize = column(&SHARED, "dur_ns");
+const PID: usize = column(&SHARED, "pid");
+const TID: usize = column(&SHARED, "tid");
+const PID_TEXT: usize = column(&SHARED, "pid_text");
+const TID_TEXT: usize = column(&SHARED, "tid_text");
+const ARGS: usize = column(&SHARED, "args");
+const EXTRA: usize = column(&SHARED, "extra");
 
 /// How a typed argument is kept.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Typed {
-    /// An integer (a number without fraction or exponent, or a string of one).
+    /// A whole number (`json::decimal::whole_number`): an INT64 column.
     Int,
     /// A string's value.
     Str,
@@ -113,22 +61,75 @@ enum Typed {
     Text,
 }
 
-/// The args given a column of their own in `events`, in column order from [`TYPED`].
-const TYPED_ARGS: [(&[u8], Typed); 13] = [
-    (b"External id", Typed::Int),
-    (b"correlation", Typed::Int),
-    (b"stream", Typed::Int),
-    (b"device", Typed::Int),
-    (b"grid", Typed::Text),
-    (b"block", Typed::Text),
-    (b"Input Dims", Typed::Text),
-    (b"Collective name", Typed::Str),
-    (b"In msg nelems", Typed::Int),
-    (b"Out msg nelems", Typed::Int),
-    (b"Group size", Typed::Int),
-    (b"dtype", Typed::Str),
-    (b"Process Group Name", Typed::Str),
+/// An argument given a column of its own in `events`: its key in `args`, how it is kept, and
+/// its column (named here once: `events`' typed columns are made from this list).
+struct TypedArg {
+    key: &'static [u8],
+    typed: Typed,
+    column: Def,
+}
+
+const fn typed(key: &'static [u8], typed: Typed, name: &'static str) -> TypedArg {
+    let column = match typed {
+        Typed::Int => int(name),
+        Typed::Str | Typed::Text => string(name),
+    };
+    TypedArg { key, typed, column }
+}
+
+/// The args with a column of their own in `events`.
+const TYPED_ARGS: [TypedArg; 13] = [
+    typed(b"External id", Typed::Int, "external_id"),
+    typed(b"correlation", Typed::Int, "correlation"),
+    typed(b"stream", Typed::Int, "stream"),
+    typed(b"device", Typed::Int, "device"),
+    typed(b"grid", Typed::Text, "grid"),
+    typed(b"block", Typed::Text, "block"),
+    typed(b"Input Dims", Typed::Text, "input_dims"),
+    typed(b"Collective name", Typed::Str, "collective_name"),
+    typed(b"In msg nelems", Typed::Int, "in_msg_nelems"),
+    typed(b"Out msg nelems", Typed::Int, "out_msg_nelems"),
+    typed(b"Group size", Typed::Int, "group_size"),
+    typed(b"dtype", Typed::Str, "dtype"),
+    typed(b"Process Group Name", Typed::Str, "process_group_name"),
 ];
+
+const fn typed_columns() -> [Def; TYPED_ARGS.len()] {
+    let mut out = [int(""); TYPED_ARGS.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = TYPED_ARGS[i].column;
+        i += 1;
+    }
+    out
+}
+
+/// `events`' columns: the shared ones, then one per typed argument.
+pub(crate) const EVENTS: &[Def] =
+    &joined::<{ SHARED.len() + TYPED_ARGS.len() }>(&SHARED, &typed_columns());
+
+/// Each typed argument's column in `events`, looked up by its name when the crate is
+/// compiled.
+const TYPED_COLUMNS: [usize; TYPED_ARGS.len()] = {
+    let mut out = [0; TYPED_ARGS.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = column(EVENTS, TYPED_ARGS[i].column.name);
+        i += 1;
+    }
+    out
+};
+
+/// `flows`' columns: the shared ones, then its own.
+pub(crate) const FLOWS: &[Def] =
+    &joined::<{ SHARED.len() + 3 }>(&SHARED, &[string("id"), string("bp"), int("event_seq")]);
+const FLOW_ID: usize = column(FLOWS, "id");
+const FLOW_BP: usize = column(FLOWS, "bp");
+const FLOW_EVENT: usize = column(FLOWS, "event_seq");
+
+/// `tracks`' columns: the shared ones, then the value.
+pub(crate) const TRACKS: &[Def] = &joined::<{ SHARED.len() + 1 }>(&SHARED, &[string("value")]);
+const TRACK_VALUE: usize = column(TRACKS, "value");
 
 /// Members of an event with a column of their own in every table.
 const SHARED_KEYS: [&[u8]; 8] = [
@@ -209,21 +210,10 @@ fn text_of(value: &[u8]) -> Option<Cow<'_, [u8]>> {
     }
 }
 
-/// An integer written as a number without fraction or exponent.
+/// An integer written as a number without fraction or exponent (`pid`, `tid`: the text of
+/// any other is kept in their `_text` column).
 fn int_of_number(value: &[u8]) -> Option<i64> {
     i64::try_from(parse_int(value)?).ok()
-}
-
-/// A whole number written as an integer or with a zero fraction (`7.0`, as some writers
-/// write a stream), or as a string of one (the `exact` summary reads them so).
-fn int_of(value: &[u8]) -> Option<i64> {
-    let text = string_body(value).unwrap_or(value);
-    match text.iter().position(|&b| b == b'.') {
-        Some(dot) if text[dot + 1..].iter().all(|&b| b == b'0') && dot + 1 < text.len() => {
-            int_of_number(&text[..dot])
-        }
-        _ => int_of_number(text),
-    }
 }
 
 /// The typed arguments found in an event's `args` (of a key written twice, the last, as a
@@ -258,7 +248,7 @@ fn shared<'e>(
         }
     };
     let inner = |key: &'e [u8], value: &'e [u8]| {
-        if let Some(i) = TYPED_ARGS.iter().position(|(k, _)| *k == key) {
+        if let Some(i) = TYPED_ARGS.iter().position(|arg| arg.key == key) {
             found[i] = Some((args_seen.get(), value));
         }
     };
@@ -301,13 +291,12 @@ fn shared<'e>(
     (args, found)
 }
 
-/// Fills `events`' typed-argument columns.
+/// Fills `events`' typed-argument columns, each found by its name.
 fn typed_args(table: &mut Table, found: Found<'_>) {
-    for (i, ((_, typed), value)) in TYPED_ARGS.iter().zip(found).enumerate() {
-        let col = TYPED + i;
-        match typed {
+    for ((arg, col), value) in TYPED_ARGS.iter().zip(TYPED_COLUMNS).zip(found) {
+        match arg.typed {
             Typed::Int => {
-                table.int(col, value.and_then(int_of));
+                table.int(col, value.and_then(whole_number));
             }
             Typed::Str => {
                 let value = value.and_then(|v| unescaped(string_body(v)?));
@@ -328,7 +317,7 @@ impl Visitor for Rows {
         h.text.extend_from_slice(raw);
         let value = member_value(raw).unwrap_or_default();
         match key {
-            b"baseTimeNanoseconds" => h.base_time_ns = int_of(value),
+            b"baseTimeNanoseconds" => h.base_time_ns = whole_number(value),
             b"schemaVersion" => h.schema_version = Some(value.to_vec()),
             b"deviceProperties" => h.device_properties = Some(value.to_vec()),
             b"distributedInfo" => {

@@ -22,7 +22,8 @@ use crate::error::{Error, Result};
 /// The dataset's schema version (docs/parquet.md), in every file's key-value metadata.
 pub(crate) const SCHEMA_VERSION: i64 = 1;
 
-/// Columns every row table (`events`, `flows`, `tracks`) has at these places: the sort key.
+/// Columns every row table (`events`, `flows`, `tracks`) has at these places (their
+/// shared columns come first, `rows.rs`): the sort key.
 pub(crate) const SEQ: usize = 0;
 pub(crate) const TS: usize = 4;
 
@@ -58,6 +59,46 @@ pub(crate) const fn string(name: &'static str) -> Def {
         name,
         kind: Kind::Str,
     }
+}
+
+/// The place of column `name` in `defs`, found when the crate is compiled (in a `const`):
+/// a column is always named, never counted to; a name that is not there stops the build.
+pub(crate) const fn column(defs: &[Def], name: &str) -> usize {
+    let mut i = 0;
+    while i < defs.len() {
+        if bytes_equal(defs[i].name.as_bytes(), name.as_bytes()) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("no such column")
+}
+
+const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// `a` then `b`, as one list of `N` columns (a table's shared columns and its own, each
+/// list written once).
+pub(crate) const fn joined<const N: usize>(a: &[Def], b: &[Def]) -> [Def; N] {
+    assert!(a.len() + b.len() == N, "N must be the sum of the lengths");
+    let mut out = [int(""); N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    out
 }
 
 /// The strings of one column, end to end.
@@ -98,6 +139,8 @@ pub(crate) struct Table {
     columns: Vec<Values>,
     rows: usize,
     bytes: usize,
+    /// A column given a value of the other kind (a bug): writing the table then fails.
+    wrong_kind: Option<&'static str>,
 }
 
 impl Table {
@@ -114,6 +157,7 @@ impl Table {
             columns,
             rows: 0,
             bytes: 0,
+            wrong_kind: None,
         }
     }
 
@@ -131,6 +175,8 @@ impl Table {
             debug_assert_eq!(v.len(), self.rows, "{} set twice", self.defs[col].name);
             v.push(value);
             self.bytes += 16;
+        } else {
+            self.mismatched(col, "an integer");
         }
         self
     }
@@ -144,8 +190,31 @@ impl Table {
             s.ends.push(s.data.len());
             s.present.push(value.is_some());
             self.bytes += 9 + bytes.len();
+        } else {
+            self.mismatched(col, "a string");
         }
         self
+    }
+
+    /// A value of the wrong kind for column `col`: a panic in debug builds (the tests find
+    /// it), and in a release the table refuses to be written ([`Table::write`],
+    /// [`ParquetOut::write_group`]): never a silent null.
+    fn mismatched(&mut self, col: usize, what: &str) {
+        let name = self.defs[col].name;
+        if cfg!(debug_assertions) {
+            panic!("column {name} was given {what}");
+        }
+        self.wrong_kind.get_or_insert(name);
+    }
+
+    /// An error naming the column that was given a value of the other kind, if one was.
+    fn kinds_checked(&self) -> Result<()> {
+        match self.wrong_kind {
+            None => Ok(()),
+            Some(name) => Err(Error::State(format!(
+                "the Parquet column {name} was given a value of the wrong kind"
+            ))),
+        }
     }
 
     /// Ends the row being filled: the columns it was not given are null.
@@ -206,6 +275,7 @@ impl Table {
         zstd_level: i32,
         check: &dyn Fn() -> Result<()>,
     ) -> Result<()> {
+        self.kinds_checked()?;
         let mut out = ParquetOut::create(path, self.defs, zstd_level)?;
         for group in order.chunks(self.group_rows()) {
             check()?;
@@ -334,6 +404,7 @@ impl ParquetOut {
 
     /// Writes the rows `group` of `table` (in that order) as one row group.
     pub(crate) fn write_group(&mut self, table: &Table, group: &[u32]) -> Result<()> {
+        table.kinds_checked()?;
         let path = &self.path;
         let fail = |e: parquet::errors::ParquetError| write_error(path, &e);
         let mut rg = self.writer.next_row_group().map_err(fail)?;
@@ -442,4 +513,55 @@ fn properties(defs: &[Def], zstd_level: i32) -> parquet::errors::Result<WriterPr
         }
     }
     Ok(props.build())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::scratch;
+
+    const DEFS: &[Def] = &joined::<3>(&[int("seq"), string("name")], &[int("n")]);
+
+    #[test]
+    fn columns_are_found_by_name() {
+        assert_eq!(column(DEFS, "seq"), 0);
+        assert_eq!(column(DEFS, "name"), 1);
+        assert_eq!(column(DEFS, "n"), 2);
+        assert_eq!(
+            DEFS.iter().map(|d| d.kind).collect::<Vec<_>>(),
+            [Kind::Int, Kind::Str, Kind::Int]
+        );
+    }
+
+    /// A value written to a column of the other kind: a panic in a debug build, and in a
+    /// release an error that names the column when the table is written (no file): never
+    /// the silent null it was.
+    #[test]
+    fn a_value_of_the_wrong_kind_is_never_a_silent_null() {
+        let dir = scratch("wrong-kind");
+        let path = dir.join("t.parquet");
+        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut table = Table::new(DEFS);
+            table
+                .int(0, Some(0))
+                .int(column(DEFS, "name"), Some(7))
+                .end_row();
+            table.write(&path, &[0], 3, &|| Ok(()))
+        }));
+        if cfg!(debug_assertions) {
+            assert!(written.is_err(), "a debug build panics");
+        } else {
+            let err = written.expect("no panic in a release").unwrap_err();
+            assert!(err.to_string().contains("column name"), "{err}");
+        }
+        assert!(!path.exists());
+        let mut table = Table::new(DEFS);
+        table
+            .int(0, Some(0))
+            .str(1, Some(b"a"))
+            .int(2, Some(7))
+            .end_row();
+        table.write(&path, &[0], 3, &|| Ok(())).unwrap();
+        assert!(path.is_file());
+    }
 }

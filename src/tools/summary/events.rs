@@ -11,8 +11,7 @@
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::json::decimal::ns_of;
-use crate::json::object::string_body;
+use crate::json::decimal::{ns_of, whole_number};
 use crate::json::object::{member, Duplicates};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_TS};
 use crate::read::ranks::distributed_rank;
@@ -66,22 +65,10 @@ pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-/// An integer argument as HTA's `int()` takes it: a number (a whole one) or a string of
-/// digits; anything else is -1.
+/// An integer argument (`json::decimal::whole_number`, the reader the Parquet tables use
+/// too), -1 where it is missing or not a whole number.
 fn int_arg(value: Option<&[u8]>) -> i64 {
-    let Some(v) = value else { return -1 };
-    let text = string_body(v).unwrap_or(v);
-    if let Ok(s) = std::str::from_utf8(text) {
-        if let Ok(n) = s.trim().parse::<i64>() {
-            return n;
-        }
-        if let Ok(f) = s.trim().parse::<f64>() {
-            if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e18 {
-                return f as i64;
-            }
-        }
-    }
-    -1
+    value.and_then(whole_number).unwrap_or(-1)
 }
 
 /// `args.stream` and `args.correlation` of an event (-1 when missing).
