@@ -298,7 +298,18 @@ def suite(session: nox.Session) -> None:
     _install_suite_wheel(session)
     session.run("python", "-m", "mypy")
     session.run("python", "-m", "mypy.stubtest", "kinetrace._kinetrace")
-    _pytest(session, "-m", "not slow", "--durations=25", *session.posargs, env=REQUIRE_EVERYTHING)
+    _pytest(
+        session,
+        "-m",
+        "not slow",
+        "--durations=25",
+        # The hooks session runs these two against a test-hooks build; the release wheel has
+        # none, so here they could only skip.
+        "--ignore=tests/test_panics.py",
+        "--ignore=tests/test_bench_gate.py",
+        *session.posargs,
+        env=REQUIRE_EVERYTHING,
+    )
 
 
 @nox.session(python=MAIN_PYTHON)
