@@ -26,7 +26,7 @@ use crate::read::ranks::{assign_ranks, RankFrom};
 
 use self::rows::{Rows, TABLES};
 use self::runs::Runs;
-use self::table::{column, int, string, Def, Table, SCHEMA_VERSION, SEQ, TS};
+use self::table::{beyond_i64, column, int, string, Def, Table, SCHEMA_VERSION, SEQ, TS};
 
 /// The file that marks a folder as a kinetrace dataset (what `force` may replace).
 pub(crate) const MARKER: &str = "_kinetrace.json";
@@ -120,13 +120,6 @@ fn read_one(
     })
 }
 
-/// A trace whose times do not fit the `ts_ns` column.
-fn beyond_i64(source: &str) -> Error {
-    Error::InvalidArgument(format!(
-        "{source}: a ts plus baseTimeNanoseconds is beyond 64-bit ns"
-    ))
-}
-
 /// Writes one source's tables under `tmp` as `TABLE/rank=R/part-NNNNN.parquet` (`index`:
 /// the source's place in the list).
 fn write_one(
@@ -155,11 +148,13 @@ fn write_one(
     for ((name, table), runs) in TABLES.iter().zip(tables).zip(runs) {
         let path = place(name)?;
         if runs.is_empty() {
-            table.shift(TS, base).ok_or_else(|| beyond_i64(source))?;
+            table
+                .shift(TS, base)
+                .map_err(|seq| beyond_i64(source, seq))?;
             let order = table.time_order(TS, SEQ);
             table.write(&path, &order, options.zstd_level, check)?;
         } else {
-            runs.write_merged(table, &path, (base, options.zstd_level), check)?;
+            runs.write_merged(table, &path, (source, base, options.zstd_level), check)?;
         }
         *table = Table::new(table.defs()); // its memory back before the next table
     }
@@ -597,5 +592,46 @@ mod tests {
         assert_eq!(tables[0], tables[1]);
         let first = field(&tables[1][0][0], "ts_ns");
         assert_eq!(first, &Field::Long(1_700_000_000_000_000_500));
+    }
+
+    /// A ts that, with the file's base time, is beyond 64-bit ns is the trace's own fault:
+    /// a `TraceFormat` error naming the file and the event, in memory and when spilled.
+    #[test]
+    fn times_beyond_64_bits_are_the_files_fault() {
+        let dir = scratch("parquet-beyond");
+        let mut events: Vec<String> = (0..300)
+            .map(|i| {
+                format!(r#"{{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": {i}, "dur": 1}}"#)
+            })
+            .collect();
+        events.push(
+            r#"{"ph": "X", "name": "late", "pid": 1, "tid": 1, "ts": 9000000000000000, "dur": 1}"#
+                .into(),
+        );
+        let text = format!(
+            r#"{{"traceEvents": [{}], "baseTimeNanoseconds": 9000000000000000000}}"#,
+            events.join(",\n")
+        );
+        let src = dir.join("t.json");
+        fs::write(&src, text).unwrap();
+        for (name, spill_bytes) in [("whole", SPILL_BYTES), ("spilled", 4096)] {
+            let out = dir.join(name);
+            let options = ParquetOptions {
+                spill_bytes,
+                ..OPTIONS
+            };
+            let src = std::slice::from_ref(&src);
+            let err = to_parquet(&named(src), &out, options, &mut |_| Ok(())).unwrap_err();
+            let Error::TraceFormat(fault) = &err else {
+                panic!("{name}: {err}")
+            };
+            assert_eq!(fault.kind, crate::error::FormatKind::TooLarge, "{name}");
+            assert_eq!(fault.event_index, Some(300), "{name}: {err}");
+            assert!(
+                err.to_string().starts_with(&src[0].display().to_string()),
+                "{err}"
+            );
+            assert!(!out.exists(), "{name}");
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-use super::table::{ParquetOut, Table, GROUP_BYTES, GROUP_ROWS, SEQ, TS};
+use super::table::{beyond_i64, ParquetOut, Table, GROUP_BYTES, GROUP_ROWS, SEQ, TS};
 
 /// A row's place in time order: (`ts_ns`, null first; `seq`).
 type Key = (i64, i64);
@@ -71,7 +71,7 @@ impl Runs {
         mut self,
         table: &mut Table,
         path: &Path,
-        (base, zstd_level): (i64, i32),
+        (source, base, zstd_level): (&str, i64, i32),
         check: &dyn Fn() -> Result<()>,
     ) -> Result<()> {
         if table.rows() > 0 {
@@ -87,11 +87,11 @@ impl Runs {
             readers.push(reader);
         }
         let mut out = ParquetOut::create(path, table.defs(), zstd_level)?;
-        let overflow =
-            || Error::InvalidArgument("a ts plus baseTimeNanoseconds is beyond 64-bit ns".into());
         let flush = |table: &mut Table, out: &mut ParquetOut| -> Result<()> {
             check()?;
-            table.shift(TS, base).ok_or_else(overflow)?;
+            table
+                .shift(TS, base)
+                .map_err(|seq| beyond_i64(source, seq))?;
             let order: Vec<u32> = (0..table.rows() as u32).collect();
             out.write_group(table, &order)?;
             table.clear();

@@ -17,7 +17,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::{ColumnPath, Type as SchemaType};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FormatKind, Result};
 
 /// The dataset's schema version (docs/parquet.md), in every file's key-value metadata.
 pub(crate) const SCHEMA_VERSION: i64 = 1;
@@ -86,6 +86,17 @@ const fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
         i += 1;
     }
     true
+}
+
+/// The fault of the trace `source` whose event `seq` has a `ts` that, with the file's
+/// `baseTimeNanoseconds`, is beyond the `ts_ns` column's 64 bits.
+pub(crate) fn beyond_i64(source: &str, seq: Option<i64>) -> Error {
+    let message = "a ts plus baseTimeNanoseconds is beyond 64-bit ns";
+    let mut error = Error::trace_fault(Path::new(source), FormatKind::TooLarge, message);
+    if let Error::TraceFormat(fault) = &mut error {
+        fault.event_index = seq.and_then(|s| u64::try_from(s).ok());
+    }
+    error
 }
 
 /// `a` then `b`, as one list of `N` columns (a table's shared columns and its own, each
@@ -234,15 +245,28 @@ impl Table {
         self.rows += 1;
     }
 
-    /// Adds `by` to every value of the int column `col` (a rank's base time).
-    pub(crate) fn shift(&mut self, col: usize, by: i64) -> Option<()> {
+    /// Adds `by` to every value of the int column `col` (a rank's base time); where a sum
+    /// does not fit 64 bits, the `seq` of its row (the event's index in `traceEvents`).
+    pub(crate) fn shift(&mut self, col: usize, by: i64) -> std::result::Result<(), Option<i64>> {
         let Values::Int(values) = &mut self.columns[col] else {
-            return None;
+            return Err(None);
         };
-        for v in values.iter_mut().flatten() {
-            *v = v.checked_add(by)?;
+        let mut beyond = None;
+        for (row, value) in values.iter_mut().enumerate() {
+            if let Some(v) = value {
+                match v.checked_add(by) {
+                    Some(sum) => *v = sum,
+                    None => {
+                        beyond = Some(row);
+                        break;
+                    }
+                }
+            }
         }
-        Some(())
+        match beyond {
+            None => Ok(()),
+            Some(row) => Err(self.int_at(SEQ, row)),
+        }
     }
 
     /// The int at (`col`, `row`).
