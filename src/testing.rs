@@ -47,6 +47,15 @@ pub(crate) fn scratch(name: &str) -> ScratchDir {
     ScratchDir(dir)
 }
 
+/// A pid that no process has: past the kernel's pid_max (for a stale temporary's name).
+pub(crate) fn dead_pid() -> u32 {
+    let max: u32 = fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4_194_304);
+    max + 1
+}
+
 /// The names in `dir`, sorted.
 pub(crate) fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)

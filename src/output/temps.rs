@@ -1,27 +1,30 @@
-//! Temporary files: a *temporary* is a file kinetrace writes beside a destination and renames
-//! over it once complete (an export's output, a `compress` or `filter` output, each part of a
-//! `split`, the full trace of an export with `keep=`/`split_mb=`).
+//! Temporaries: a *temporary* is a file or folder kinetrace writes beside a destination
+//! and renames over it once complete (an export's output, a `compress` or `filter` output,
+//! each part of a `split`, the full trace of an export with `keep=`/`split_mb=`, `summary`'s
+//! HTML page, the dataset `parquet` makes with its spilled runs and the old dataset it
+//! replaces), or a private folder a tool works in (the torch < 2.13 fallback's, for Kineto's
+//! file or FIFOs; `export_parquet`'s, for its FIFO).
 //!
 //! Every temporary has one name shape (documented in docs/security.md):
 //! `.{prefix}.{pid}.{host}.{random}.kinetrace-tmp`, where `prefix` is the destination's name
 //! (cut short so the whole name fits in 255 bytes: any legal destination name gets a legal
 //! temporary name), `pid` the creating process's id in decimal, `host` 8 lowercase hex
 //! digits naming the pid namespace of this boot of this machine ([`host_tag`]), and `random`
-//! 16 lowercase hex digits nobody can predict. It is created exclusively
-//! (`O_CREAT|O_EXCL|O_NOFOLLOW`): a name already taken by anything is skipped, never opened.
+//! 16 lowercase hex digits nobody can predict. It is created exclusively: a file with
+//! `O_CREAT|O_EXCL|O_NOFOLLOW` ([`create`]), a folder with `mkdir` and mode 0700
+//! ([`create_dir`]; `mkdir` never follows a link either); a name already taken by anything
+//! is skipped, never opened.
 //!
 //! A process killed mid-write (SIGKILL, or SIGTERM to a program without a handler) leaves its
-//! temporary behind. Before creating one, [`create`] removes the *stale* temporaries of the
-//! directory: names of exactly this shape whose `host` is this host's, whose `pid` is no
-//! live process, that are regular files with one link owned by this user and last modified
-//! before now. Anything else (another user's file, another machine's or container's, a
-//! link, a directory, a name that merely resembles the shape) is never touched.
-//!
-//! The one directory of this shape: the torch < 2.13 fallback's *private directory*
-//! ([`private_dir_name`]: prefix `kinetrace`, made by `kinetrace._export.fallback` with mode 0700),
-//! where Kineto writes its trace (or FIFOs stand in its place). A stale one is removed too,
-//! when it holds nothing but the files Kineto writes there ([`PRIVATE_FILES`]: regular files
-//! with one link, or FIFOs, all owned by this user); a directory holding anything else stays.
+//! temporary behind. Before creating one, [`create`] and [`create_dir`] remove the *stale*
+//! temporaries of the directory: names of exactly this shape whose `host` is this host's,
+//! whose `pid` is no live process, last modified before now (everything in a folder too),
+//! and ours alone ([`ours_alone`]): a regular file with one link owned by this user, or a
+//! folder owned by this user that holds, at any depth up to [`MAX_DEPTH`], nothing but
+//! folders, regular files with one link and FIFOs, all owned by this user. Anything else
+//! (another user's file, another machine's or container's, a link, a folder holding a link or
+//! another user's file, a name that merely resembles the shape) is never touched. A folder is
+//! removed with `remove_dir_all`, which never follows a link either.
 
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
@@ -37,9 +40,9 @@ pub(crate) const SUFFIX: &str = ".kinetrace-tmp";
 /// The prefix of the fallback's private directories (see the module docs).
 const PRIVATE_PREFIX: &[u8] = b"kinetrace";
 
-/// The names Kineto writes in a private directory: `trace.json.tmp`, renamed over
-/// `trace.json` when done (`kinetrace._export.fallback` gives Kineto `trace.json`).
-pub(crate) const PRIVATE_FILES: [&str; 2] = ["trace.json", "trace.json.tmp"];
+/// Levels of folders a stale temporary folder may hold (a dataset's spilled runs are three
+/// levels down: `.runs-N/events/run-N`); a deeper one is left alone.
+const MAX_DEPTH: usize = 8;
 
 /// The longest file name most file systems take (Linux's NAME_MAX).
 const NAME_MAX: usize = 255;
@@ -181,24 +184,39 @@ fn os_name(bytes: Vec<u8>) -> std::ffi::OsString {
     String::from_utf8_lossy(&bytes).into_owned().into()
 }
 
-/// Creates a new temporary file for `file_name` in `dir` (see the module docs), after
-/// removing the directory's stale temporaries. Returns the open file and its path.
-pub(crate) fn create(dir: &Path, file_name: &OsStr) -> io::Result<(File, PathBuf)> {
+/// Makes a new temporary for `name` in `dir` with `new` (which must fail with
+/// `AlreadyExists` where anything has the name), after removing the directory's stale
+/// temporaries. Returns what `new` made and its path.
+fn make<T>(
+    dir: &Path,
+    name: &OsStr,
+    mut new: impl FnMut(&Path) -> io::Result<T>,
+) -> io::Result<(T, PathBuf)> {
     remove_stale(dir, SystemTime::now());
-    let file_name = name_bytes(file_name);
+    let name = name_bytes(name);
     let (pid, host) = (std::process::id(), host_tag());
     // A file system with a shorter limit than 255 (eCryptfs: 143) says ENAMETOOLONG: keep
     // less of the destination's name, down to none of it.
     let mut prefix_max = NAME_MAX - OVERHEAD;
     let mut attempts = 0;
     loop {
-        let path = dir.join(os_name(name_for(
-            file_name,
-            prefix_max,
-            pid,
-            host,
-            unpredictable(),
-        )));
+        let random = unpredictable();
+        let path = dir.join(os_name(name_for(name, prefix_max, pid, host, random)));
+        match new(&path) {
+            Ok(made) => return Ok((made, path)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < ATTEMPTS => {
+                attempts += 1;
+            }
+            Err(e) if is_name_too_long(&e) && prefix_max > 0 => prefix_max /= 2,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Creates a new temporary file for `file_name` in `dir` (see the module docs), after
+/// removing the directory's stale temporaries. Returns the open file and its path.
+pub(crate) fn create(dir: &Path, file_name: &OsStr) -> io::Result<(File, PathBuf)> {
+    make(dir, file_name, |path| {
         // create_new is O_CREAT|O_EXCL: whatever already has this name (even a dangling
         // link) makes it fail instead of being opened or followed.
         let mut options = OpenOptions::new();
@@ -208,15 +226,25 @@ pub(crate) fn create(dir: &Path, file_name: &OsStr) -> io::Result<(File, PathBuf
             use std::os::unix::fs::OpenOptionsExt;
             options.custom_flags(libc::O_NOFOLLOW);
         }
-        match options.open(&path) {
-            Ok(file) => return Ok((file, path)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < ATTEMPTS => {
-                attempts += 1;
-            }
-            Err(e) if is_name_too_long(&e) && prefix_max > 0 => prefix_max /= 2,
-            Err(e) => return Err(e),
+        options.open(path)
+    })
+}
+
+/// Creates a new, empty temporary folder for `name` in `dir`, mode 0700: only this user can
+/// enter it (see the module docs), after removing the directory's stale temporaries.
+/// Returns its path.
+pub(crate) fn create_dir(dir: &Path, name: &OsStr) -> io::Result<PathBuf> {
+    let ((), path) = make(dir, name, |path| {
+        // mkdir(2) fails with EEXIST on any existing name, a dangling link included.
+        let mut builder = fs::DirBuilder::new();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            builder.mode(0o700);
         }
-    }
+        builder.create(path)
+    })?;
+    Ok(path)
 }
 
 /// A new name (not yet taken, most likely; the caller creates it exclusively) for a private
@@ -260,58 +288,37 @@ fn alive(_pid: u32) -> bool {
     true // no way to tell here: never remove
 }
 
-/// Whether the entry `name` in `dir` is a temporary of ours that `keep` does not protect:
-/// this host's tag, a regular file with one link, owned by this user.
-fn removable(dir: &Path, name: &OsStr, mut keep: impl FnMut(u32, &fs::Metadata) -> bool) -> bool {
+/// Whether the entry `name` in `dir` is a temporary of ours that `keep` (told its pid and
+/// the newest modification time in it) does not protect: this host's tag, ours alone.
+fn removable(dir: &Path, name: &OsStr, mut keep: impl FnMut(u32, SystemTime) -> bool) -> bool {
     let Some((pid, host)) = parse(name_bytes(name)) else {
         return false;
     };
-    if host != host_tag() {
-        return false;
+    host == host_tag() && ours_alone(&dir.join(name), 0).is_some_and(|newest| !keep(pid, newest))
+}
+
+/// The newest modification time in `path` when it is ours alone: owned by this user and a
+/// regular file with one link, a folder holding only what is ours alone, or (inside a
+/// folder) a FIFO. None for anything else: a link, a socket or device, a hard-linked file,
+/// anything of another user's, a folder more than [`MAX_DEPTH`] levels deep.
+fn ours_alone(path: &Path, depth: usize) -> Option<SystemTime> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    let kind = meta.file_type();
+    if !owned(&meta) {
+        return None;
     }
-    let Ok(meta) = fs::symlink_metadata(dir.join(name)) else {
-        return false;
-    };
-    let ours = if meta.file_type().is_dir() {
-        is_private_dir_name(name_bytes(name)) && owned(&meta)
-    } else {
-        meta.file_type().is_file() && owned_alone(&meta)
-    };
-    ours && !keep(pid, &meta)
-}
-
-/// Whether `name` (of the temporary shape) has the private directories' prefix.
-fn is_private_dir_name(name: &[u8]) -> bool {
-    let Some(rest) = name.strip_prefix(b".") else {
-        return false;
-    };
-    rest.strip_prefix(PRIVATE_PREFIX).is_some_and(|rest| {
-        rest.first() == Some(&b'.') && rest.iter().filter(|&&b| b == b'.').count() == 4
-    })
-}
-
-/// Removes a stale private directory if it holds nothing but [`PRIVATE_FILES`] (regular
-/// files with one link, or FIFOs) owned by this user; true when it is gone.
-fn remove_private_dir(path: &Path) -> bool {
-    let Ok(entries) = fs::read_dir(path) else {
-        return false;
-    };
-    let mut files = Vec::new();
-    for entry in entries {
-        let Ok(entry) = entry else { return false };
-        let name = entry.file_name();
-        let Ok(meta) = fs::symlink_metadata(entry.path()) else {
-            return false;
-        };
-        let kind = meta.file_type();
-        let known = PRIVATE_FILES.iter().any(|f| OsStr::new(f) == name);
-        let plain = (kind.is_file() && owned_alone(&meta)) || (is_fifo(&kind) && owned(&meta));
-        if !known || !plain {
-            return false;
+    let mut newest = meta.modified().ok()?;
+    if kind.is_dir() {
+        if depth >= MAX_DEPTH {
+            return None;
         }
-        files.push(entry.path());
+        for entry in fs::read_dir(path).ok()? {
+            newest = newest.max(ours_alone(&entry.ok()?.path(), depth + 1)?);
+        }
+    } else if !((kind.is_file() && one_link(&meta)) || (depth > 0 && is_fifo(&kind))) {
+        return None;
     }
-    files.iter().all(|f| fs::remove_file(f).is_ok()) && fs::remove_dir(path).is_ok()
+    Some(newest)
 }
 
 #[cfg(unix)]
@@ -338,14 +345,13 @@ fn owned(_meta: &fs::Metadata) -> bool {
 }
 
 #[cfg(unix)]
-fn owned_alone(meta: &fs::Metadata) -> bool {
+fn one_link(meta: &fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
-    // SAFETY: geteuid has no preconditions.
-    meta.uid() == unsafe { libc::geteuid() } && meta.nlink() == 1
+    meta.nlink() == 1
 }
 
 #[cfg(not(unix))]
-fn owned_alone(_meta: &fs::Metadata) -> bool {
+fn one_link(_meta: &fs::Metadata) -> bool {
     false
 }
 
@@ -353,9 +359,7 @@ fn owned_alone(_meta: &fs::Metadata) -> bool {
 /// last modified before `before`. Best effort: an unreadable directory or an entry that
 /// vanished meanwhile is skipped. Returns how many were removed.
 pub(crate) fn remove_stale(dir: &Path, before: SystemTime) -> usize {
-    remove_where(dir, |pid, meta| {
-        alive(pid) || meta.modified().map_or(true, |m| m >= before)
-    })
+    remove_where(dir, |pid, newest| alive(pid) || newest >= before)
 }
 
 /// Removes the temporaries process `pid` (a child that was killed and reaped) left in
@@ -364,7 +368,7 @@ pub(crate) fn remove_of_process(dir: &Path, pid: u32) -> usize {
     remove_where(dir, |of, _| of != pid)
 }
 
-fn remove_where(dir: &Path, mut keep: impl FnMut(u32, &fs::Metadata) -> bool) -> usize {
+fn remove_where(dir: &Path, mut keep: impl FnMut(u32, SystemTime) -> bool) -> usize {
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
@@ -385,8 +389,9 @@ fn remove_where(dir: &Path, mut keep: impl FnMut(u32, &fs::Metadata) -> bool) ->
             continue;
         }
         let path = dir.join(&name);
+        // remove_dir_all removes a link in a folder's place (or inside it), never its target.
         let gone = if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-            remove_private_dir(&path)
+            fs::remove_dir_all(&path).is_ok()
         } else {
             fs::remove_file(&path).is_ok()
         };
@@ -400,16 +405,7 @@ fn remove_where(dir: &Path, mut keep: impl FnMut(u32, &fs::Metadata) -> bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{entries, scratch};
-
-    /// A pid that no process has: past the kernel's pid_max.
-    fn dead_pid() -> u32 {
-        let max: u32 = fs::read_to_string("/proc/sys/kernel/pid_max")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(4_194_304);
-        max + 1
-    }
+    use crate::testing::{dead_pid, entries, scratch};
 
     fn stale_name(prefix: &str, pid: u32, host: u32) -> String {
         format!(".{prefix}.{pid}.{host:08x}.0123456789abcdef{SUFFIX}")
@@ -490,18 +486,21 @@ mod tests {
         for name in &keep {
             fs::write(dir.join(name), b"keep").unwrap();
         }
-        // Not a regular file, or not ours alone: never removed.
+        // Not a regular file or folder, or not ours alone: never removed.
         let link = stale_name("link.json", dead, host);
         symlink(dir.join("t.json"), dir.join(&link)).unwrap();
         let hard = stale_name("hard.json", dead, host);
         fs::hard_link(dir.join("t.json"), dir.join(&hard)).unwrap();
+        let fifo = stale_name("fifo.json", dead, host);
+        mkfifo(&dir.join(&fifo));
+        // An empty folder of the shape is a temporary folder: removed with the file.
         let sub = stale_name("dir.json", dead, host);
         fs::create_dir(dir.join(&sub)).unwrap();
         // Modified after the export started: left (it may be another namespace's live file).
         assert_eq!(remove_stale(&dir, std::time::UNIX_EPOCH), 0);
-        assert_eq!(remove_stale(&dir, SystemTime::now()), 1);
+        assert_eq!(remove_stale(&dir, SystemTime::now()), 2);
         let mut expected: Vec<String> = keep.to_vec();
-        expected.extend([link, hard, sub]);
+        expected.extend([link, hard, fifo]);
         expected.sort();
         assert_eq!(entries(&dir), expected);
         // create() does the same on its way.
@@ -514,49 +513,123 @@ mod tests {
     }
 
     #[cfg(unix)]
-    #[cfg(unix)]
-    #[test]
-    fn stale_private_directories_holding_only_kinetos_files_are_removed() {
+    fn mkfifo(path: &Path) {
         use std::ffi::CString;
         use std::os::unix::ffi::OsStrExt;
-        let dir = scratch("stale-private");
+        let c_path = CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_temporary_folder_is_private_exclusive_and_named_as_every_temporary() {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let dir = scratch("folder-form");
+        let me = (std::process::id(), host_tag());
+        for len in [1, 100, 217, 218, 255] {
+            let name = "d".repeat(len);
+            let path = create_dir(&dir, OsStr::new(&name)).unwrap();
+            let temp = path.file_name().unwrap();
+            assert!(temp.len() <= NAME_MAX, "{len}: {}", temp.len());
+            assert_eq!(parse(name_bytes(temp)), Some(me));
+            let meta = fs::symlink_metadata(&path).unwrap();
+            assert!(meta.is_dir() && entries(&path).is_empty());
+            assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+            fs::remove_dir(&path).unwrap();
+        }
+        let path = create_dir(&dir, OsStr::new("ds")).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with(".ds.") && name.ends_with(SUFFIX), "{name}");
+        // Two folders for one name never share it; a live process's folder is never swept.
+        assert_ne!(create_dir(&dir, OsStr::new("ds")).unwrap(), path);
+        // mkdir over a link (a dangling one too) fails: what make() relies on to skip it.
+        symlink(dir.join("nowhere"), dir.join("planted")).unwrap();
+        let err = fs::DirBuilder::new()
+            .create(dir.join("planted"))
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert!(!dir.join("nowhere").exists());
+        assert_eq!(entries(&dir).len(), 3);
+    }
+
+    /// A dataset being made, as `tools::parquet` leaves it when killed: partial tables, the
+    /// marker, a spilled run three folders down.
+    fn dataset_tree(root: &Path) {
+        fs::create_dir_all(root.join("events/rank=0")).unwrap();
+        fs::write(root.join("events/rank=0/part-00000.parquet"), b"PAR1").unwrap();
+        fs::create_dir_all(root.join(".runs-00001/events")).unwrap();
+        fs::write(root.join(".runs-00001/events/run-00000"), b"rows").unwrap();
+        fs::write(root.join("_kinetrace.json"), b"{}").unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn stale_temporary_folders_go_whole_when_all_inside_is_ours_alone() {
+        use std::os::unix::fs::symlink;
+        let dir = scratch("stale-folders");
         let (host, dead, me) = (host_tag(), dead_pid(), std::process::id());
-        let private = |pid: u32, random: &str| {
-            let path = dir.join(format!(".kinetrace.{pid}.{host:08x}.{random}{SUFFIX}"));
+        let folder = |prefix: &str, pid: u32, host: u32| {
+            let path = dir.join(stale_name(prefix, pid, host));
             fs::create_dir(&path).unwrap();
             path
         };
-        // Stale: Kineto's two files, a FIFO in a file's place (the FIFO way), nothing.
-        let both = private(dead, "0000000000000001");
-        fs::write(both.join("trace.json"), b"{").unwrap();
-        fs::write(both.join("trace.json.tmp"), b"{").unwrap();
-        let fifo = private(dead, "0000000000000002");
-        let c_path = CString::new(fifo.join("trace.json").as_os_str().as_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-        private(dead, "0000000000000003");
-        // Kept: anything else inside, a live process's, a hard-linked file inside.
-        let other = private(dead, "0000000000000004");
-        fs::write(other.join("trace.json"), b"{").unwrap();
-        fs::write(other.join("notes.txt"), b"mine").unwrap();
-        let live = private(me, "0000000000000005");
-        fs::write(live.join("trace.json"), b"{").unwrap();
-        let linked = private(dead, "0000000000000006");
-        fs::write(dir.join("elsewhere"), b"{").unwrap();
-        fs::hard_link(dir.join("elsewhere"), linked.join("trace.json")).unwrap();
+        // Stale: a dataset being made; the fallback's folder (Kineto's file, a FIFO).
+        dataset_tree(&folder("ds", dead, host));
+        let fallback = folder("kinetrace", dead, host);
+        fs::write(fallback.join("trace.json.tmp"), b"{").unwrap();
+        mkfifo(&fallback.join("trace.json"));
+        // Kept: a live process's, another host's, anything inside that is not ours alone
+        // (a link, a hard link), too deep, or modified after the sweep started.
+        dataset_tree(&folder("live", me, host));
+        dataset_tree(&folder("other-host", dead, !host));
+        fs::write(dir.join("elsewhere"), b"precious").unwrap();
+        let linked = folder("linked", dead, host);
+        dataset_tree(&linked);
+        symlink(dir.join("elsewhere"), linked.join("events/rank=0/link")).unwrap();
+        let hard = folder("hard", dead, host);
+        fs::hard_link(dir.join("elsewhere"), hard.join("part")).unwrap();
+        let deep = folder("deep", dead, host);
+        fs::create_dir_all(deep.join("1/2/3/4/5/6/7/8")).unwrap();
+        let fresh = folder("fresh", dead, host);
+        dataset_tree(&fresh);
+        let inner = fs::File::options()
+            .write(true)
+            .open(fresh.join(".runs-00001/events/run-00000"))
+            .unwrap();
+        let later = SystemTime::now() + std::time::Duration::from_secs(3600);
+        inner.set_modified(later).unwrap();
         let name = |p: &Path| p.file_name().unwrap().to_string_lossy().into_owned();
-        assert_eq!(remove_stale(&dir, SystemTime::now()), 3);
-        let mut expected = vec![name(&other), name(&live), name(&linked), "elsewhere".into()];
+        let mut expected = vec!["elsewhere".to_string()];
+        expected.extend([&linked, &hard, &deep, &fresh].map(|p| name(p)));
+        expected.extend([
+            stale_name("live", me, host),
+            stale_name("other-host", dead, !host),
+        ]);
         expected.sort();
+        // Past the file system's coarse clock: everything was modified before the sweep.
+        let settle = || std::thread::sleep(std::time::Duration::from_millis(20));
+        settle();
+        assert_eq!(remove_stale(&dir, SystemTime::now()), 2);
         assert_eq!(entries(&dir), expected);
-        assert_eq!(fs::read(other.join("notes.txt")).unwrap(), b"mine");
-        // A new name has the shape, this process's pid and this host's tag.
-        let fresh = private_dir_name(&dir);
-        assert_eq!(parse(name_bytes(&fresh)), Some((me, host)));
-        assert!(is_private_dir_name(name_bytes(&fresh)));
-        assert!(!is_private_dir_name(
-            format!(".t.json.{me}.{host:08x}.0123456789abcdef{SUFFIX}").as_bytes()
-        ));
+        assert_eq!(fs::read(dir.join("elsewhere")).unwrap(), b"precious");
+        assert!(linked.join("events/rank=0/part-00000.parquet").exists());
+        // The folder one level shallower is within reach.
+        fs::remove_dir(deep.join("1/2/3/4/5/6/7/8")).unwrap();
+        settle();
+        assert_eq!(remove_stale(&dir, SystemTime::now()), 1);
+        assert!(!deep.exists());
+        expected.retain(|n| *n != name(&deep));
+        // create_dir() sweeps on its way, as create() does; the fallback's name has the shape.
+        dataset_tree(&folder("again", dead, host));
+        settle();
+        let made = create_dir(&dir, OsStr::new("ds")).unwrap();
+        assert!(!dir.join(stale_name("again", dead, host)).exists());
+        fs::remove_dir(made).unwrap();
+        assert_eq!(entries(&dir), expected);
+        let private = private_dir_name(&dir);
+        assert_eq!(parse(name_bytes(&private)), Some((me, host)));
+        assert!(name_bytes(&private).starts_with(b".kinetrace."));
     }
 
     #[test]
@@ -567,7 +640,10 @@ mod tests {
         let other = stale_name("t.json", 4243, host);
         fs::write(dir.join(&mine), b"x").unwrap();
         fs::write(dir.join(&other), b"x").unwrap();
-        assert_eq!(remove_of_process(&dir, 4242), 1);
+        let folder = dir.join(stale_name("ds", 4242, host));
+        fs::create_dir(&folder).unwrap();
+        dataset_tree(&folder);
+        assert_eq!(remove_of_process(&dir, 4242), 2);
         assert_eq!(entries(&dir), vec![other]);
     }
 }

@@ -459,6 +459,22 @@ fn create_temporary(directory: PathBuf, name: std::ffi::OsString) -> PyResult<Pa
     Ok(path)
 }
 
+/// Creates an empty temporary folder (mode 0700) for the name `name` in `directory` (named
+/// as every temporary is, see `crate::output::temps`; stale ones are removed first) and
+/// returns its path: a private folder that one a killed process left is removed by a later
+/// run there.
+#[pyfunction]
+fn create_temporary_dir(directory: PathBuf, name: std::ffi::OsString) -> PyResult<PathBuf> {
+    let path = crate::output::temps::create_dir(&directory, &name).map_err(|e| {
+        let what = directory.join(&name);
+        Error::io(
+            format!("cannot create a temporary folder for {}", what.display()),
+            e,
+        )
+    })?;
+    Ok(path)
+}
+
 /// Removes the temporary files process `pid` (a killed and reaped child) left beside
 /// `path` (beside its target, for a symbolic link); returns how many.
 #[pyfunction]
@@ -496,6 +512,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(feature = "test-hooks")]
     m.add_function(wrap_pyfunction!(_panic_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(create_temporary, m)?)?;
+    m.add_function(wrap_pyfunction!(create_temporary_dir, m)?)?;
     m.add_function(wrap_pyfunction!(remove_temporaries, m)?)?;
     Ok(())
 }

@@ -4,14 +4,18 @@
 //! Each file is read once by the crate's reader into its rows (`rows.rs`), which are then
 //! written in time order (`table.rs`); files are read and written on worker threads, one
 //! file each at a time (a single plain `.json` is itself read in parallel chunks). The
-//! dataset is made in a private folder beside `DIR` and renamed into place when every file
-//! is written: a failure or Ctrl-C leaves nothing behind, and an existing `DIR` is replaced
-//! (with `force`) only then. Ranks are found as `merge` finds them.
+//! dataset is made in a temporary folder beside `DIR` (`output::temps`: mode 0700 until it is
+//! complete, its spilled runs inside) and renamed into place when every file is written: a
+//! failure or Ctrl-C leaves nothing behind, and an existing `DIR` is replaced (with `force`)
+//! only then. A process killed outright leaves the folder, which the next run that makes a
+//! temporary in that place removes (`temps`' sweep of a dead process's temporaries). Ranks
+//! are found as `merge` finds them.
 
 pub(crate) mod rows;
 pub(crate) mod runs;
 pub(crate) mod table;
 
+use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -20,7 +24,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use crate::error::{Error, Result};
 use crate::json::render::push_json_string;
 use crate::output::interrupt::POLL;
-use crate::output::temps::private_dir_name;
+use crate::output::temps;
 use crate::read::events::{scan_trace, ReadOptions};
 use crate::read::ranks::{assign_ranks, RankFrom};
 
@@ -225,12 +229,12 @@ pub(crate) fn to_parquet(
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let tmp = parent.join(private_dir_name(&parent));
-    fs::create_dir(&tmp).map_err(|e| Error::io(format!("cannot create {}", tmp.display()), e))?;
+    let tmp = temp_dir(&parent, out)?;
     let result = convert_all(sources, &tmp, options, progress).and_then(|written| {
         // The last chance to stop: after the rename the dataset is there.
         progress(written.iter().map(|w| w.json_bytes).sum())?;
         write_marker(&tmp, &written)?;
+        open_up(&tmp)?;
         put_in_place(&tmp, out, options.force)?;
         Ok(written)
     });
@@ -238,6 +242,25 @@ pub(crate) fn to_parquet(
         let _ = fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// A new temporary folder in `parent` for the dataset `out` (or for the old one it replaces).
+fn temp_dir(parent: &Path, out: &Path) -> Result<PathBuf> {
+    let name = out.file_name().unwrap_or(OsStr::new("dataset"));
+    temps::create_dir(parent, name).map_err(|e| {
+        let what = format!("cannot create a temporary folder for {}", out.display());
+        Error::io(what, e)
+    })
+}
+
+/// Gives the finished dataset's folder the mode a plain `mkdir` gives (its `meta` folder's,
+/// made with the umask applied) instead of its temporary's 0700.
+fn open_up(tmp: &Path) -> Result<()> {
+    let meta = tmp.join("meta");
+    let mode =
+        fs::metadata(&meta).map_err(|e| Error::io(format!("cannot stat {}", meta.display()), e))?;
+    fs::set_permissions(tmp, mode.permissions())
+        .map_err(|e| Error::io(format!("cannot set the mode of {}", tmp.display()), e))
 }
 
 /// Refuses an existing `out` unless `force` and it is a kinetrace dataset or an empty folder.
@@ -380,7 +403,8 @@ fn write_marker(tmp: &Path, written: &[RankWritten]) -> Result<()> {
 }
 
 /// Renames the finished dataset `tmp` to `out`; an existing `out` (checked replaceable) is
-/// moved aside first and removed once the new one is in place.
+/// moved aside first, over an empty temporary folder (so a kill before it is removed leaves
+/// a temporary the next run sweeps), and removed once the new one is in place.
 fn put_in_place(tmp: &Path, out: &Path, force: bool) -> Result<()> {
     let rename = |from: &Path, to: &Path| {
         fs::rename(from, to).map_err(|e| {
@@ -392,9 +416,12 @@ fn put_in_place(tmp: &Path, out: &Path, force: bool) -> Result<()> {
     };
     if force && fs::symlink_metadata(out).is_ok() {
         check_replaceable(out, force)?;
-        let parent = tmp.parent().unwrap_or(Path::new("."));
-        let old = parent.join(private_dir_name(parent));
-        rename(out, &old)?;
+        let old = temp_dir(tmp.parent().unwrap_or(Path::new(".")), out)?;
+        // rename(2) replaces an empty folder.
+        if let Err(e) = rename(out, &old) {
+            let _ = fs::remove_dir(&old);
+            return Err(e);
+        }
         if let Err(e) = rename(tmp, out) {
             let _ = fs::rename(&old, out);
             return Err(e);
@@ -545,6 +572,59 @@ mod tests {
             .is_err());
             assert_eq!(entries(&out), ["mine.txt"]);
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_dataset_is_made_in_a_private_temporary_that_a_later_run_sweeps() {
+        use crate::output::temps::{host_tag, parse, SUFFIX};
+        use crate::testing::dead_pid;
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch("parquet-temp");
+        let src = dir.join("t.json");
+        fs::write(&src, TRACE).unwrap();
+        // What a conversion killed mid-spill leaves: its folder, a table, a run.
+        let killed = dir.join(format!(
+            ".ds.{}.{:08x}.0123456789abcdef{SUFFIX}",
+            dead_pid(),
+            host_tag()
+        ));
+        fs::create_dir_all(killed.join(".runs-00000/events")).unwrap();
+        fs::write(killed.join(".runs-00000/events/run-00000"), b"rows").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        // The temporaries in `dir` at each call of `progress`: the first comes before the
+        // conversion made its folder, the last just before the rename.
+        let mut seen = Vec::new();
+        let out = dir.join("ds");
+        let src = std::slice::from_ref(&src);
+        to_parquet(&named(src), &out, OPTIONS, &mut |_| {
+            let mut now = Vec::new();
+            for e in fs::read_dir(&dir).unwrap() {
+                let name = e.unwrap().file_name();
+                if let Some(pid_host) = parse(name.as_bytes()) {
+                    now.push((name.clone(), pid_host, mode(&dir.join(&name))));
+                }
+            }
+            seen.push(now);
+            Ok(())
+        })
+        .unwrap();
+        assert!(seen.len() >= 2);
+        assert_eq!(seen[0].len(), 1);
+        assert_eq!(dir.join(&seen[0][0].0), killed);
+        let [(name, pid_host, mode_then)] = &seen[seen.len() - 1][..] else {
+            panic!("{seen:?}");
+        };
+        assert!(name.as_bytes().starts_with(b".ds."), "{name:?}");
+        assert_eq!(*pid_host, (std::process::id(), host_tag()));
+        assert_eq!(*mode_then, 0o700);
+        // The killed one went before this conversion's was made; the dataset has the mode
+        // a plain mkdir gives.
+        assert_eq!(entries(&dir), ["ds", "t.json"]);
+        fs::create_dir(dir.join("plain")).unwrap();
+        assert_eq!(mode(&out), mode(&dir.join("plain")));
     }
 
     #[test]
