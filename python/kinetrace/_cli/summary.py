@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import warnings
 from typing import Any
 
@@ -15,7 +14,7 @@ from kinetrace._cli.args import int_in_range
 from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import duration, size
 from kinetrace._tools.summary import RankSummary, Summary, SummaryWarning, summarize, top_kernels
-from kinetrace._tools.summary_html import render_html
+from kinetrace._tools.summary_html import write_html
 
 __all__ = ["add_parser", "cmd_summary", "report"]
 
@@ -85,21 +84,6 @@ def report(summary: Summary) -> str:
     if summary.steps:
         lines += ["", "Steps (slowest / fastest rank, largest spread first):", *_step_rows(summary)]
     return "\n".join(lines)
-
-
-def write_html(summary: Summary, path: str) -> None:
-    """Writes the HTML page at ``path`` through a temporary file beside it (an existing
-    file is replaced only by a complete page)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".kinetrace-summary-", suffix=".html", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(render_html(summary))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

@@ -1,6 +1,8 @@
 """``export_parquet``: a profile straight into a Parquet dataset (``docs/parquet.md``).
 
-The export is ``export_chrome_trace``'s, workers included, into a FIFO in a private folder;
+The export is ``export_chrome_trace``'s, workers included, into a FIFO in a private folder
+(a temporary of the system's temporary directory, named as every temporary is, so one a
+killed process left is removed by a later run there: ``docs/security.md``);
 the native converter reads the other end on a thread of its own as the text arrives, so the
 trace never lands on disk as JSON and the dataset holds exactly what ``kinetrace parquet``
 makes of the exported trace. The dataset appears only when both ends succeeded.
@@ -10,11 +12,13 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import tempfile
 import threading
 import time
 from typing import Any
 
+from kinetrace import _kinetrace
 from kinetrace._export.export import export_chrome_trace
 from kinetrace._tools.parquet import DEFAULT_PARQUET_LEVEL, ParquetResult, to_parquet
 
@@ -49,7 +53,8 @@ def export_parquet(
         KeyboardInterrupt: Ctrl-C (nothing is left behind).
         Whatever :func:`export_chrome_trace` raises.
     """
-    with tempfile.TemporaryDirectory(prefix="kinetrace-parquet-") as private:
+    private = os.fsdecode(_kinetrace.create_temporary_dir(tempfile.gettempdir(), "kinetrace"))
+    try:
         fifo = os.path.join(private, "trace.json")
         os.mkfifo(fifo, 0o600)
         outcome: dict[str, Any] = {}
@@ -89,6 +94,8 @@ def export_parquet(
             raise outcome["error"]
         result: ParquetResult = outcome["result"]
         return result
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def _join(reader: threading.Thread) -> None:

@@ -4,12 +4,14 @@ activities, and step time per rank as a heat map."""
 
 from __future__ import annotations
 
+import os
 from html import escape
 
+from kinetrace import _kinetrace
 from kinetrace._text import duration
 from kinetrace._tools.summary import RankSummary, Summary, top_kernels
 
-__all__ = ["render_html"]
+__all__ = ["render_html", "write_html"]
 
 #: Colours of compute, non-compute and idle time.
 COLOURS = ("#3b7dd8", "#e8a33d", "#c9ccd1")
@@ -157,3 +159,20 @@ def render_html(summary: Summary) -> str:
         "<h2>Step time per rank (white: fastest rank of the step, red: slowest)</h2>"
         f"{_steps_svg(summary)}</body></html>\n"
     )
+
+
+def write_html(summary: Summary, path: str | os.PathLike[str]) -> None:
+    """Writes the page at ``path`` through a temporary file beside it, named as every
+    temporary is (``docs/security.md``): an existing file is replaced only by a complete
+    page, and the temporary of a run killed outright is removed by the next run there."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.fsdecode(_kinetrace.create_temporary(directory, os.path.basename(path)))
+    try:
+        # The file create_temporary made, never a link put in its place since.
+        fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(render_html(summary))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
