@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 import kinetrace
+from kinetrace import _kinetrace
 from support import cli
 from support.real import REAL_DIR, real_params, real_text
 
@@ -395,3 +397,29 @@ def test_parquet_types_and_metadata_are_the_documented_ones(tmp_path: Path) -> N
         assert parquet.metadata.metadata == {b"kinetrace.schema": version[1].encode()}, table
     (meta,) = read_table(tmp_path / "ds", "meta")
     assert meta["kinetrace_schema"] == int(version[1])
+
+
+def test_export_parquets_fifo_folder_is_a_temporary_swept_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``export_parquet``'s private folder (its FIFO, in the system's temporary directory)
+    is named as every temporary is: one a killed export left there (a dead process's folder
+    holding its FIFO) is removed by the next ``export_parquet``, whose own folder is gone
+    when it returns."""
+    torch = pytest.importorskip("torch")
+    system_tmp = tmp_path / "tmp"
+    system_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
+    probe = _kinetrace.create_temporary_dir(system_tmp, "probe")
+    host = probe.name.split(".")[-3]  # .probe.{pid}.{host}.{random}.kinetrace-tmp
+    probe.rmdir()
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+    killed = system_tmp / f".kinetrace.{dead}.{host}.0123456789abcdef.kinetrace-tmp"
+    killed.mkdir(mode=0o700)
+    os.mkfifo(killed / "trace.json", 0o600)
+    with torch.profiler.profile() as prof:
+        torch.mm(torch.ones(8, 8), torch.ones(8, 8))
+    result = kinetrace.export_parquet(prof, tmp_path / "ds")
+    assert result.events > 0
+    # (torch keeps a folder of its own there too)
+    assert [n for n in os.listdir(system_tmp) if n.endswith(".kinetrace-tmp")] == []

@@ -8,6 +8,10 @@
   removes it, and nothing else (another live process's temporary, a look-alike name, a file
   of another user).
 - A broken pipe ends a tool quietly (status 141, no traceback).
+- ``kinetrace parquet`` killed mid-conversion or mid-spill leaves its temporary folder
+  (partial tables, sorted runs); the next conversion into that place, or any other tool
+  run there, removes it. ``summary --html`` killed before its page is in place leaves its
+  temporary page, which the next run there removes.
 
 Every case runs the tool or the exporting program in its own process (``sys.executable -m
 kinetrace``, or a short script), watches its output directory every 2 ms and signals it when
@@ -32,7 +36,9 @@ from pathlib import Path
 import pytest
 
 import kinetrace
+from kinetrace import _kinetrace as native
 from support.aftermath import TMP_SUFFIX, subprocess_env, temp_files
+from support.big import BLOCK_EVENTS, write_big_trace
 from support.synthetic import SyntheticResult
 
 pytestmark = pytest.mark.skipif(
@@ -253,9 +259,7 @@ def _plant_others(directory: Path) -> dict[str, bytes]:
     """Names the stale-temporary removal must leave alone: a live process's temporary (this
     test's own pid), a look-alike of another shape, the old shape of the name, a file that
     is no temporary at all."""
-    from kinetrace import _kinetrace
-
-    live = Path(_kinetrace.create_temporary(directory, "live.json"))
+    live = Path(native.create_temporary(directory, "live.json"))
     live.write_bytes(b"live")
     pid_max = (
         int(Path("/proc/sys/kernel/pid_max").read_text())
@@ -472,3 +476,165 @@ def test_gzip_litter_too(tmp_path: Path) -> None:
     kinetrace.export_chrome_trace(SyntheticResult(100), out / "next.json.gz")
     assert [p.name for p in out.iterdir()] == ["next.json.gz"]
     assert json.loads(gzip.decompress((out / "next.json.gz").read_bytes()))["traceEvents"]
+
+
+# --------------------------------------------------------------------------------------------
+# parquet's temporary folder and summary's page: the one scheme, the one sweep
+# --------------------------------------------------------------------------------------------
+
+#: Bytes of JSON of the parquet sources. Four of 16 MB (~19 MB written) hold less than the
+#: 48 MiB of rows that make a table spill: converted one at a time (-j 1) they took 4.3 s
+#: (rank 0's tables written at 1.5 s); one of 120 MB (~124 MB) spilled its first run at
+#: 1.4 s and took 6.2 s (2 busy cores, load ~8). The tests stop at what they watch for,
+#: with the 300 s timeout of ``_run_until`` as the margin.
+SMALL_BYTES = 16 << 20
+BIG_BYTES = 120 << 20
+
+
+@pytest.fixture(scope="module")
+def parquet_sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+    """The sources of each case: four ranks (no spill), one big rank (spills)."""
+    folder = tmp_path_factory.mktemp("parquet-sources")
+    small = [folder / f"rank-{r}.json" for r in range(4)]
+    for rank, path in enumerate(small):
+        write_big_trace(path, SMALL_BYTES, rank=rank, world_size=4)
+    big = folder / "big.json"
+    write_big_trace(big, BIG_BYTES)
+    return {"mid-conversion": small, "mid-spill": [big]}
+
+
+def _folders(parent: Path, name: str) -> list[Path]:
+    """The temporary folders for ``name`` in ``parent``."""
+    return [p for p in parent.glob(f".{name}.*{TMP_SUFFIX}") if p.is_dir()]
+
+
+def _written(parent: Path, pattern: str) -> bool:
+    """Whether a file matching ``pattern`` holds bytes in a temporary folder for ``ds``."""
+    for folder in _folders(parent, "ds"):
+        for path in folder.glob(pattern):
+            try:
+                if path.stat().st_size > 0:
+                    return True
+            except FileNotFoundError:  # a run merged and removed meanwhile
+                pass
+    return False
+
+
+PARQUET_POINTS: dict[str, Point] = {
+    # rank 0's four tables written, three sources still to read
+    "mid-conversion": ("mid-conversion", lambda d, p: _written(d, "meta/rank=0/part-*")),
+    # a sorted run of the big source on disk, more being read
+    "mid-spill": ("mid-spill", lambda d, p: _written(d, ".runs-*/*/run-*")),
+}
+
+
+def _assert_complete(dataset: Path, sources: list[Path]) -> None:
+    """Every table holds every row of ``sources`` (``write_big_trace``'s: per launch 4
+    events and 2 flow ends, and 6 metadata events a source)."""
+    pads = pytest.importorskip("pyarrow.dataset", reason="pyarrow (requirements-dev.txt)")
+    launches = 0
+    for source in sources:
+        text = source.read_bytes()
+        launches += text.count(b'"name":"cudaLaunchKernel"')
+    rows = {
+        t: pads.dataset(dataset / t, format="parquet", partitioning="hive").count_rows()
+        for t in ("events", "flows", "tracks", "meta")
+    }
+    assert BLOCK_EVENTS == 6
+    assert rows == {
+        "events": 4 * launches,
+        "flows": 2 * launches,
+        "tracks": 6 * len(sources),
+        "meta": len(sources),
+    }
+    ranks = json.loads((dataset / "_kinetrace.json").read_text())["ranks"]
+    assert len(ranks) == len(sources)
+
+
+PARQUET_CASES = [("mid-conversion", "parquet"), ("mid-spill", "parquet"), ("mid-spill", "filter")]
+
+
+@pytest.mark.parametrize(
+    ("point", "next_run"), PARQUET_CASES, ids=["-".join(c) for c in PARQUET_CASES]
+)
+def test_a_killed_parquets_folder_is_removed_by_the_next_run_there(
+    parquet_sources: dict[str, list[Path]], tmp_path: Path, point: str, next_run: str
+) -> None:
+    """SIGKILL leaves the conversion's temporary folder beside DIR (its partial tables, or
+    its sorted runs); the next ``kinetrace parquet`` into that folder removes it and makes
+    the whole dataset, and so does any tool that makes a temporary there (``filter``)."""
+    parent = tmp_path / "out"
+    parent.mkdir()
+    others = _plant_others(parent)
+    live = Path(native.create_temporary_dir(parent, "ds"))  # this process's: kept
+    (live / "part.parquet").write_bytes(b"live")
+    others[live.name] = b""
+    sources = parquet_sources[point]
+    argv = _kinetrace("parquet", *sources, "-o", parent / "ds", "-j", "1")
+    status, _ = _run_until(argv, parent, PARQUET_POINTS[point], signal.SIGKILL)
+    assert status == -signal.SIGKILL
+    (left,) = [p for p in _folders(parent, "ds") if p != live]
+    assert bool(list(left.glob(".runs-*/*/run-*"))) == (point == "mid-spill")
+    assert bool(list(left.glob("events/rank=0/part-*"))) == (point == "mid-conversion")
+    assert not (parent / "ds").exists()
+    time.sleep(0.02)  # the next run starts after the litter was last written
+    if next_run == "parquet":
+        rerun = argv
+    else:
+        small = parquet_sources["mid-conversion"][0]
+        rerun = _kinetrace("filter", small, parent / "next.json", "--min-dur-us", "6")
+    done = subprocess.run(rerun, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    made = "ds" if next_run == "parquet" else "next.json"
+    assert sorted(p.name for p in parent.iterdir()) == sorted([*others, made])
+    assert (live / "part.parquet").read_bytes() == b"live"
+    if next_run == "parquet":
+        _assert_complete(parent / "ds", sources)
+
+
+#: ``kinetrace summary`` whose page takes its time: rendered once the temporary page is
+#: made, then a wait in which the test kills it (the page never reaches its place).
+SLOW_PAGE = textwrap.dedent(
+    """
+    import sys
+    import time
+    import kinetrace._tools.summary_html as page
+    render = page.render_html
+    def render_then_wait(summary):
+        text = render(summary)
+        time.sleep(600)
+        return text
+    page.render_html = render_then_wait
+    from kinetrace._cli import main
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def test_a_killed_summarys_page_temporary_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """``summary --html`` writes its page through a temporary named and swept as every
+    temporary is: SIGKILL leaves it (the old page untouched), the next run removes it."""
+    source = tmp_path / "t.json"
+    write_big_trace(source, 1 << 20)
+    out = tmp_path / "out"
+    out.mkdir()
+    page = out / "page.html"
+    page.write_bytes(OLD)
+    others = _plant_others(out)
+    argv = [sys.executable, "-c", SLOW_PAGE, "summary", str(source), "--html", str(page)]
+    status, _ = _run_until(argv, out, FIRST_TEMP, signal.SIGKILL, planted=set(others))
+    assert status == -signal.SIGKILL
+    (left,) = [n for n in temp_files(out) if n not in others]
+    assert left.startswith(".page.html.") and page.read_bytes() == OLD
+    time.sleep(0.02)
+    done = subprocess.run(
+        _kinetrace("summary", source, "--html", page),
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted([*others, "page.html"])
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.endswith("</html>\n")
