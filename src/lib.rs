@@ -24,7 +24,8 @@
 //!   torch's own output (Kineto's writer) into place, strict JSON:
 //!   `export::fallback::{in_place, stream, text, validator}`.
 //! - `read`: trace files in: `read::members` (gzip member decoding), `read::events` (a
-//!   trace's events in order, read in parallel chunks where the file allows),
+//!   trace's events in order, read in parallel chunks where the file allows; the one place
+//!   the top level is decided: an object with `traceEvents`, or the JSON Array Format),
 //!   `read::filter` (which events a filter keeps, flow ends bound to their events),
 //!   `read::ranks` (which rank a file is, for `merge` and `summary`).
 //! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast

@@ -2,6 +2,12 @@
 //! `traceEvents` (the *header*) and each element of `traceEvents` (an *event*), told to a
 //! [`Visitor`] with the event's raw text and the fields `split` and `filter` decide on.
 //!
+//! Both forms of the Trace Event Format are read ([`Form`]): the JSON Object Format above,
+//! and the JSON Array Format, a top level that is the array of events itself (no header;
+//! its closing `]` may be missing, as the format allows). Its elements are told as those of
+//! `traceEvents` are, with their index in the array. [`walk`] is the one place the top
+//! level is decided.
+//!
 //! Reading is strict (the rules of [`crate::json::lexer`]) and streamed: `.json` or gzip with any
 //! number of members, in bounded memory. Each event is scanned by the fast path of
 //! [`crate::json::scan`] when it can be, else read by the lexer, which reports what is wrong with
@@ -202,24 +208,72 @@ fn number(kind: Kind, text: &[u8]) -> Option<f64> {
 /// The input of [`read_trace`].
 type FileInput<'a> = Input<'a, Source<BufReader<File>>>;
 
-/// Reads a trace from `inp`, telling `v` about the header and every event.
+/// What a trace document's top level is: the Trace Event Format's two forms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Form {
+    /// The JSON Object Format: `{"traceEvents": [...], ...}` (what torch and Kineto write).
+    #[default]
+    Object,
+    /// The JSON Array Format: `[event, ...]`, events and nothing else (torch's legacy
+    /// autograd profiler, many other tools). `closed` is false when the text ends without
+    /// the `]`: the format allows it (a writer that crashed leaves it off), and viewers
+    /// (chrome://tracing, Perfetto) load such a file. `at`: the offset of the `[`.
+    Array { at: u64, closed: bool },
+}
+
+/// Reads a trace from `inp`, telling `v` about the header and every event; `form` is set
+/// as soon as the top level is known (so a read that fails later still tells it).
+///
+/// This is the one place the top level of a document is decided: every tool reads through
+/// it, so each takes both forms.
 fn walk(
     inp: &mut FileInput<'_>,
     v: &mut dyn Visitor,
     chunked: Option<&Chunked<'_>>,
+    form: &mut Form,
 ) -> PResult<()> {
-    let Some(b) = inp.skip_ws()? else {
-        return Err(inp.fault(
-            FormatKind::NotATrace,
-            "empty file (expected a JSON object with \"traceEvents\")",
-        ));
-    };
-    if b != b'{' {
-        return Err(inp.fault(
-            FormatKind::NotATrace,
-            "not a trace: the top level is not a JSON object",
-        ));
+    match inp.skip_ws()? {
+        Some(b'{') => {
+            *form = Form::Object;
+            object(inp, v, chunked)?;
+        }
+        Some(b'[') => {
+            let at = inp.offset();
+            *form = Form::Array { at, closed: false };
+            let mut t = Texts::default();
+            if events(inp, &mut t, v, chunked)?.is_some() {
+                // The text ended where an event or the `]` was due: nothing follows.
+                return Ok(());
+            }
+            *form = Form::Array { at, closed: true };
+        }
+        None => {
+            return Err(inp.fault(
+                FormatKind::NotATrace,
+                "empty file (expected a JSON object with \"traceEvents\", or an array of \
+                 events)",
+            ))
+        }
+        Some(_) => {
+            return Err(inp.fault(
+                FormatKind::NotATrace,
+                "not a trace: the top level is neither a JSON object nor an array of events",
+            ))
+        }
     }
+    match inp.skip_ws()? {
+        None => Ok(()),
+        Some(_) => Err(inp.fail("extra data after the top-level value")),
+    }
+}
+
+/// At the `{` of the top-level object: its members, `traceEvents` read as events, the
+/// others told as the header; leaves the position after the closing `}`.
+fn object(
+    inp: &mut FileInput<'_>,
+    v: &mut dyn Visitor,
+    chunked: Option<&Chunked<'_>>,
+) -> PResult<()> {
     inp.pos += 1;
     let mut t = Texts::default();
     let mut seen_events = false;
@@ -241,7 +295,10 @@ fn walk(
                         "not a trace: \"traceEvents\" is not an array",
                     ));
                 }
-                events(inp, &mut t, v, chunked)?;
+                if let Some(ended) = events(inp, &mut t, v, chunked)? {
+                    // Only the top-level array may be left open.
+                    return Err(Stop::Invalid(ended));
+                }
             } else {
                 inp.value(1, None)?;
                 let raw = inp.end_capture()?;
@@ -261,44 +318,95 @@ fn walk(
             "not a trace: no \"traceEvents\" key in the top-level object",
         ));
     }
-    match inp.skip_ws()? {
-        None => Ok(()),
-        Some(_) => Err(inp.fail("extra data after the top-level value")),
-    }
+    Ok(())
 }
 
-/// At the `[` of `traceEvents`: reads its events, in parallel chunks when `chunked` is given
-/// (see "Reading in parallel" below), and leaves the position after the closing `]`.
+/// At the `[` of an array of events (`traceEvents`, or the top level of the array form):
+/// reads its events, in parallel chunks when `chunked` is given (see "Reading in parallel"
+/// below), and leaves the position after the closing `]`. When the input ends instead,
+/// where an event or the `]` was due (not inside an event), the truncation fault a read
+/// of `traceEvents` reports there: the array form's caller accepts it.
 fn events(
     inp: &mut FileInput<'_>,
     t: &mut Texts,
     v: &mut dyn Visitor,
     chunked: Option<&Chunked<'_>>,
-) -> PResult<()> {
+) -> PResult<Option<Invalid>> {
     inp.pos += 1;
-    let b = inp.ws_expect("an event or ']'")?;
+    let Some(b) = inp.skip_ws()? else {
+        return Ok(Some(ended(inp, "an event or ']'")));
+    };
     if b == b']' {
         inp.pos += 1;
-        return Ok(());
+        return Ok(None);
     }
     let mut keys = Keys::default();
     match chunked {
         Some(chunked) => chunked.read_events(inp, t, &mut keys, v),
-        None => read_events(inp, t, &mut keys, v, 0, &mut |_| false).map(|_| ()),
+        None => Ok(read_events(inp, t, &mut keys, v, 0, &mut |_| false)?.ended()),
     }
 }
 
-/// Where a run of the lexer over `traceEvents` stopped.
+/// The input ended here, where `what` was due (what [`Input::ws_expect`] says).
+fn ended<R: BufRead>(inp: &Input<'_, Source<R>>, what: &str) -> Invalid {
+    let message = format!("unexpected end of file, expected {what}");
+    inp.locate(inp.offset(), FormatKind::Truncated, &message)
+}
+
+/// Where a run of the lexer over an array of events stopped.
 enum Stopped {
     /// After the closing `]`.
     Closed,
     /// At the first byte of the event with this index.
     At(u64),
+    /// At the end of the input, where an event or the `]` was due (see [`events`]).
+    Ended(Invalid),
+}
+
+impl Stopped {
+    /// The fault of an array the input ended in (see [`events`]), if it did.
+    fn ended(self) -> Option<Invalid> {
+        match self {
+            Stopped::Ended(fault) => Some(fault),
+            Stopped::Closed | Stopped::At(_) => None,
+        }
+    }
+}
+
+/// What follows an event in its array.
+enum Next {
+    /// The first byte of the next event (past the `,`).
+    Item(u8),
+    /// The `]` (not consumed).
+    Closed,
+    /// The end of the input, after the event or after its `,`.
+    Ended(Invalid),
+}
+
+/// After an event: the next one, the `]`, or the end of the input; the errors (and their
+/// messages) of [`Input::next_item`] otherwise.
+#[inline]
+fn after_event<R: BufRead>(inp: &mut Input<'_, Source<R>>) -> PResult<Next> {
+    match inp.skip_ws()? {
+        None => Ok(Next::Ended(ended(inp, "',' or ']'"))),
+        Some(b',') => {
+            inp.pos += 1;
+            if inp.skip_ws()?.is_none() {
+                return Ok(Next::Ended(ended(inp, "an event")));
+            }
+            inp.after_comma(b']', "an event").map(Next::Item)
+        }
+        Some(_) => Ok(match inp.next_item(b']', "an event", "after an event")? {
+            Some(b) => Next::Item(b),
+            None => Next::Closed,
+        }),
+    }
 }
 
 /// Reads events with the lexer (through the fast scanner where it can) from the position,
-/// the first byte of the event with index `index`, up to the closing `]` (the position is left
-/// after it), or up to the first byte of an event whose offset `stop_at` accepts.
+/// the first byte of the event with index `index` (or the end of the input), up to the
+/// closing `]` (the position is left after it) or the end of the input, or up to the first
+/// byte of an event whose offset `stop_at` accepts.
 fn read_events<R: BufRead>(
     inp: &mut Input<'_, Source<R>>,
     t: &mut Texts,
@@ -309,25 +417,33 @@ fn read_events<R: BufRead>(
 ) -> PResult<Stopped> {
     // The input ending here ends it after the previous event, as a sequential read says.
     inp.event = Some(index.saturating_sub(1));
-    let mut b = inp.ws_expect("an event")?;
+    let Some(mut b) = inp.skip_ws()? else {
+        let fault = ended(inp, "an event");
+        inp.event = None;
+        return Ok(Stopped::Ended(fault));
+    };
     loop {
         inp.event = Some(index);
         if !fast_event(inp, keys, v)? {
             event(inp, t, keys, b, v)?;
         }
         index += 1;
-        match inp.next_item(b']', "an event", "after an event")? {
-            Some(next) => {
+        match after_event(inp)? {
+            Next::Item(next) => {
                 b = next;
                 if stop_at(inp.offset()) {
                     inp.event = None;
                     return Ok(Stopped::At(index));
                 }
             }
-            None => {
+            Next::Closed => {
                 inp.pos += 1;
                 inp.event = None;
                 return Ok(Stopped::Closed);
+            }
+            Next::Ended(fault) => {
+                inp.event = None;
+                return Ok(Stopped::Ended(fault));
             }
         }
     }
@@ -586,6 +702,8 @@ pub(crate) struct ReadEnd {
     pub(crate) gzip_members: u32,
     /// Why the text is not a trace, where reading stopped; `None` when it all read.
     pub(crate) invalid: Option<Invalid>,
+    /// The form of the top level, as far as it was read (`Object` when none was).
+    pub(crate) form: Form,
 }
 
 /// Reads the trace at `path` once, telling `v` about it, up to its end or to where it is not
@@ -611,7 +729,8 @@ pub(crate) fn scan_trace(
     let chunked = Chunked::new(&shared, len, &source, options);
     let mut inp = Input::new(source, progress, MAX_DEPTH);
     inp.capture_limit = MAX_VALUE;
-    let invalid = match walk(&mut inp, v, chunked.as_ref()) {
+    let mut form = Form::Object;
+    let invalid = match walk(&mut inp, v, chunked.as_ref(), &mut form) {
         Ok(()) => None,
         Err(Stop::Invalid(invalid)) => Some(invalid),
         Err(Stop::Read(e)) => return Err(cannot_read(e)),
@@ -621,6 +740,7 @@ pub(crate) fn scan_trace(
         json_bytes: inp.offset(),
         gzip_members: inp.inner.members(),
         invalid,
+        form,
     })
 }
 
@@ -640,7 +760,7 @@ pub(crate) fn check_through(
     let mut inp = Input::new(source, progress, MAX_DEPTH);
     inp.capture_limit = MAX_VALUE;
     inp.tap = Some(tap);
-    match walk(&mut inp, &mut Unvisited, None) {
+    match walk(&mut inp, &mut Unvisited, None, &mut Form::Object) {
         Ok(()) => Ok((inp.offset(), inp.inner.members())),
         Err(Stop::Invalid(invalid)) => Err(Error::trace_format(path, invalid)),
         Err(Stop::Read(e)) => Err(Error::io(format!("cannot read {}", path.display()), e)),
@@ -934,15 +1054,16 @@ impl<'f> Chunked<'f> {
         }
     }
 
-    /// At the first event of `traceEvents`: reads all its events (see above) and leaves the
-    /// position after the closing `]`.
+    /// At the first event of an array of events: reads all its events (see above) and
+    /// leaves the position after the closing `]`; at the end of the input instead, where an
+    /// event or the `]` was due, the fault (see [`events`]).
     fn read_events(
         &self,
         inp: &mut FileInput<'_>,
         t: &mut Texts,
         keys: &mut Keys,
         v: &mut dyn Visitor,
-    ) -> PResult<()> {
+    ) -> PResult<Option<Invalid>> {
         let starts = self.plan(inp.offset()).map_err(Stop::Read)?;
         let chunks = starts.len() - 1;
         let (task_tx, task_rx) = mpsc::channel::<usize>();
@@ -979,8 +1100,7 @@ impl<'f> Chunked<'f> {
                         if !inp.seek_plain(starts[k])? {
                             unreachable!("chunked input is plain");
                         }
-                        read_events(inp, t, keys, v, index, &mut |_| false)?;
-                        return Ok(());
+                        return Ok(read_events(inp, t, keys, v, index, &mut |_| false)?.ended());
                     }
                     send_upto(k, k + in_flight, &mut sent);
                     let chunk = wait_for_chunk(k, &mut arrived, &done_rx, inp, starts[k])?;
@@ -998,7 +1118,7 @@ impl<'f> Chunked<'f> {
                         }
                         ChunkEnd::Closed(at) => {
                             inp.seek_plain(chunk_start + at as u64 + 1)?;
-                            return Ok(());
+                            return Ok(None);
                         }
                         ChunkEnd::Unsure(at) => chunk_start + at as u64,
                     };
@@ -1012,12 +1132,12 @@ impl<'f> Chunked<'f> {
                         next < chunks && starts[next] == offset
                     };
                     match read_events(inp, t, keys, v, index, &mut landed)? {
-                        Stopped::Closed => return Ok(()),
                         Stopped::At(i) => {
                             index = i;
                             k = next;
                             arrived.retain(|&i, _| i >= k);
                         }
+                        end => return Ok(end.ended()),
                     }
                 }
             })();
@@ -1342,6 +1462,136 @@ mod tests {
             "{}",
             lines[2]
         );
+    }
+
+    /// The events of `torch_like(n)` as the JSON Array Format: `[`, the events, then `tail`.
+    fn array_of(n: usize, tail: &str) -> String {
+        let object = torch_like(n);
+        let start = object.find("\"traceEvents\": [").unwrap() + "\"traceEvents\": ".len();
+        let end = object.rfind("\n],").unwrap();
+        format!("{}{tail}", &object[start..end])
+    }
+
+    /// A visitor's log with each event's offset taken out (the forms place events apart).
+    fn without_offsets(log: &str) -> Vec<String> {
+        log.lines()
+            .map(|l| {
+                let mut parts = l.splitn(3, ' ');
+                let (what, _offset, rest) = (parts.next(), parts.next(), parts.next());
+                format!("{} {}", what.unwrap(), rest.unwrap_or(""))
+            })
+            .collect()
+    }
+
+    /// How reading `text` ends, sequentially: the form and the fault.
+    fn end_of(text: &[u8]) -> ReadEnd {
+        let dir = scratch("events-form");
+        let path = dir.join("t.json");
+        std::fs::write(&path, text).unwrap();
+        scan_trace(&path, &mut Unvisited, &mut |_| Ok(()), sequential()).unwrap()
+    }
+
+    #[test]
+    fn the_array_form_reads_its_events_closed_or_not() {
+        let object = torch_like(300);
+        let (events, _) = read(object.as_bytes(), sequential());
+        let events: Vec<String> = without_offsets(&events)
+            .into_iter()
+            .filter(|l| l.starts_with("event "))
+            .collect();
+        assert_eq!(events.len(), 300);
+        // Closed, closed with whitespace after it, left open after an event, after its
+        // comma, after whitespace: every event, in order, in parallel chunks too.
+        for (tail, closed) in [
+            ("\n]", true),
+            ("\n]\n \t\r\n", true),
+            ("", false),
+            (",\n", false),
+            ("  \n\n", false),
+            (",", false),
+        ] {
+            let text = array_of(300, tail);
+            let bytes = same_in_parallel(text.as_bytes());
+            assert_eq!(bytes, Ok(text.len() as u64), "{tail:?}");
+            let (log, _) = read(text.as_bytes(), sequential());
+            assert_eq!(without_offsets(&log), events, "{tail:?}");
+            let end = end_of(text.as_bytes());
+            assert_eq!(end.form, Form::Array { at: 0, closed }, "{tail:?}");
+            assert_eq!(end.invalid, None);
+        }
+        // Empty arrays, with or without the `]`, after whitespace.
+        for (text, at, closed) in [
+            ("[]", 0, true),
+            ("  [ ]\n", 2, true),
+            ("[", 0, false),
+            ("\n[ \n", 1, false),
+        ] {
+            let (log, result) = read(text.as_bytes(), sequential());
+            assert_eq!(
+                (log.as_str(), result),
+                ("", Ok(text.len() as u64)),
+                "{text:?}"
+            );
+            assert_eq!(end_of(text.as_bytes()).form, Form::Array { at, closed });
+        }
+        assert_eq!(end_of(object.as_bytes()).form, Form::Object);
+    }
+
+    #[test]
+    fn the_array_form_is_strict_elsewhere() {
+        let closed = array_of(40, "\n]");
+        let cut = closed.find("\"k<13>").unwrap();
+        let gz = gzip(closed.as_bytes());
+        for (text, kind, needle) in [
+            // Cut inside an event, a trailing comma before the `]`, text after it, a
+            // second `]`, an element that is not an event, the object form left open.
+            (
+                closed[..cut].to_string(),
+                FormatKind::Truncated,
+                "end of file",
+            ),
+            (array_of(40, ",\n]"), FormatKind::Syntax, "trailing comma"),
+            (array_of(40, "\n] {}"), FormatKind::Syntax, "extra data"),
+            (array_of(40, "\n]]"), FormatKind::Syntax, "extra data"),
+            (
+                array_of(40, ",\n7\n]"),
+                FormatKind::NotATrace,
+                "not an object",
+            ),
+            (
+                "[{\"ph\":\"X\"} {}]".into(),
+                FormatKind::Syntax,
+                "after an event",
+            ),
+            ("[,]".into(), FormatKind::Syntax, "expected"),
+            (
+                "\"x\"".into(),
+                FormatKind::NotATrace,
+                "neither a JSON object nor an array",
+            ),
+            ("".into(), FormatKind::NotATrace, "empty file"),
+            (
+                torch_like(40).replace("\n],\n  \"traceName\": \"t.json\"\n}\n", ""),
+                FormatKind::Truncated,
+                "unexpected end of file, expected ',' or ']'",
+            ),
+            (
+                "{\"traceEvents\": [".into(),
+                FormatKind::Truncated,
+                "expected an event or ']'",
+            ),
+        ] {
+            let invalid = end_of(text.as_bytes()).invalid;
+            let invalid = invalid.unwrap_or_else(|| panic!("accepted {text:?}"));
+            assert_eq!(invalid.kind, kind, "{text:?}: {invalid:?}");
+            assert!(invalid.message.contains(needle), "{text:?}: {invalid:?}");
+            assert!(same_in_parallel(text.as_bytes()).is_err());
+        }
+        // A gzip stream cut short is damage, not an array left open.
+        let (_, end) = scan(&gz[..gz.len() * 2 / 3], 1);
+        assert_eq!(end.invalid.map(|i| i.kind), Some(FormatKind::Gzip));
+        let (log, end) = scan(&gz, 2);
+        assert_eq!((log.lines().count(), end.invalid), (40, None));
     }
 
     #[test]

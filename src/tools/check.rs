@@ -4,8 +4,8 @@
 //! - An *error* means a viewer cannot load the file: it is not strict JSON (RFC 8259: no
 //!   NaN/Infinity, no trailing commas, only the standard escapes, valid UTF-8, no raw
 //!   control characters), it ends early (a truncated file), its gzip data is corrupt or
-//!   truncated, it is not a trace (no top-level object with a `traceEvents` array), or an
-//!   element of `traceEvents` is not an object.
+//!   truncated, it is not a trace (neither a top-level object with a `traceEvents` array
+//!   nor a top-level array of events), or an element of `traceEvents` is not an object.
 //! - A *warning* means it loads but a viewer drops or misplaces something: flow ends without
 //!   their other end (no arrow), `X` events Perfetto drops for overlapping on their thread
 //!   (the rule of [`crate::tools::overlap`], counted per thread), `X` events with a negative or no
@@ -13,7 +13,9 @@
 //!   (ignored), numbers beyond 2^53 in `ts`, `dur`, `pid`, `tid` or `id` (every JSON viewer
 //!   reads them rounded), metadata events naming one process or thread twice with different
 //!   names (one name is shown), a gzip file of several members (some readers stop after the
-//!   first).
+//!   first), a top level that is the array of events itself (the JSON Array Format:
+//!   chrome://tracing and Perfetto load it, tools that read `traceEvents` find nothing), and
+//!   such an array without its closing `]` (the format allows it, and viewers load it).
 //!
 //! Each finding is counted, with its first examples in file order (offset in the
 //! decompressed JSON, index in `traceEvents`). The *summary* counts events per phase and
@@ -33,7 +35,7 @@ use crate::error::{FormatKind, Result};
 use crate::json::lexer::{Input, Kind};
 use crate::json::object::{member, Duplicates::First};
 use crate::json::render::quoted;
-use crate::read::events::{scan_trace, Event, NotAnEvent, ReadOptions, Visitor};
+use crate::read::events::{scan_trace, Event, Form, NotAnEvent, ReadEnd, ReadOptions, Visitor};
 use crate::read::members::Source;
 use crate::tools::overlap::{self, Overlaps, Phase};
 use crate::tools::report::{Counted, Place, ReportKind, Tally};
@@ -88,6 +90,8 @@ pub(crate) enum FindingKind {
     ImpreciseNumbers,
     ConflictingNames,
     GzipMembers,
+    ArrayForm,
+    UnclosedArray,
 }
 
 impl FindingKind {
@@ -108,6 +112,8 @@ impl FindingKind {
             FindingKind::ImpreciseNumbers => "imprecise_numbers",
             FindingKind::ConflictingNames => "conflicting_names",
             FindingKind::GzipMembers => "gzip_members",
+            FindingKind::ArrayForm => "array_form",
+            FindingKind::UnclosedArray => "unclosed_array",
         }
     }
 
@@ -135,9 +141,9 @@ impl ReportKind for FindingKind {
             FindingKind::Gzip => "the gzip data is corrupt or truncated: viewers refuse the \
                 file; `kinetrace repair` keeps what decompresses"
                 .into(),
-            FindingKind::NotATrace => {
-                "not a trace: viewers expect a JSON object with a \"traceEvents\" array".into()
-            }
+            FindingKind::NotATrace => "not a trace: viewers expect a JSON object with a \
+                \"traceEvents\" array, or an array of events"
+                .into(),
             FindingKind::NotAnObject => format!(
                 "{} of \"traceEvents\" not an object: viewers refuse the file",
                 n("element")
@@ -183,6 +189,16 @@ impl ReportKind for FindingKind {
                  `kinetrace repair` rewrite it as one member)",
                 grouped(count)
             ),
+            FindingKind::ArrayForm => "the top level is the array of events itself (the \
+                Trace Event Format's JSON Array Format): chrome://tracing and Perfetto load \
+                it, but tools that read \"traceEvents\" (HTA, TensorBoard's plugin) find no \
+                events (`kinetrace repair` writes it as {\"traceEvents\": [...]})"
+                .into(),
+            FindingKind::UnclosedArray => "the array of events has no closing ']': the JSON \
+                Array Format allows it (a writer that stopped early leaves it off) and \
+                chrome://tracing and Perfetto load it, but strict JSON readers refuse it \
+                (`kinetrace repair` closes it)"
+                .into(),
         }
     }
 }
@@ -280,6 +296,8 @@ pub(crate) struct CheckReport {
     /// Warnings (it loads, but a viewer drops or misplaces something).
     pub(crate) warnings: Vec<Finding>,
     pub(crate) summary: Summary,
+    /// The form of the top level (as far as it was read).
+    pub(crate) form: Form,
 }
 
 impl CheckReport {
@@ -834,7 +852,9 @@ pub(crate) fn check_path(
     let complete = end.invalid.is_none();
     c.overlaps.finish();
     c.unpaired_flows(complete);
+    array_findings(&mut c.tallies, path, &end);
     if complete
+        && end.form == Form::Object
         && !c.summary.top_level_keys.iter().any(|k| k == "traceEvents")
         && c.summary.top_level_keys.len() < MAX_TOP_KEYS
     {
@@ -882,7 +902,25 @@ pub(crate) fn check_path(
         errors,
         warnings,
         summary: s,
+        form: end.form,
     })
+}
+
+/// The warnings of the JSON Array Format (see the module docs), each at one place and
+/// naming the file: the top level's `[`, and the end of a text that leaves it open.
+fn array_findings(tallies: &mut Tally<FindingKind>, path: &Path, end: &ReadEnd) {
+    let Form::Array { at, closed } = end.form else {
+        return;
+    };
+    let file = path.display();
+    tallies.add(FindingKind::ArrayForm, 1, at, None, || {
+        format!("{file} is a JSON array of events, not an object with \"traceEvents\"")
+    });
+    if !closed && end.invalid.is_none() {
+        tallies.add(FindingKind::UnclosedArray, 1, end.json_bytes, None, || {
+            format!("{file} ends without the ']' closing its array of events")
+        });
+    }
 }
 
 /// The finding of the slices Perfetto drops for overlapping: the worst tracks, examples,
@@ -1142,7 +1180,7 @@ mod tests {
     fn structure_errors() {
         for (doc, kind, needle) in [
             ("", "not_a_trace", "empty file"),
-            ("[]", "not_a_trace", "not a JSON object"),
+            ("\"x\"", "not_a_trace", "neither a JSON object nor an array"),
             ("{}", "not_a_trace", "no \"traceEvents\""),
             (r#"{"traceEvents":{}}"#, "not_a_trace", "not an array"),
             (
@@ -1161,6 +1199,68 @@ mod tests {
             assert_eq!(k, kind, "{doc}");
             assert!(e.message.contains(needle), "{doc}: {e:?}");
         }
+    }
+
+    /// `GOOD`'s events as the JSON Array Format, then `tail`.
+    fn good_array(tail: &str) -> String {
+        let start = GOOD.find('[').unwrap();
+        let end = GOOD.rfind("\n]").unwrap();
+        format!("{}{tail}", &GOOD[start..end])
+    }
+
+    #[test]
+    fn the_array_form_loads_with_warnings_naming_the_file() {
+        let object = check(GOOD.as_bytes());
+        for (tail, warnings) in [
+            ("\n]\n", &["array_form"][..]),
+            ("\n", &["array_form", "unclosed_array"]),
+            (",\n", &["array_form", "unclosed_array"]),
+        ] {
+            let text = good_array(tail);
+            let r = check(text.as_bytes());
+            assert!(r.valid() && r.complete, "{tail:?}: {:?}", r.errors);
+            assert_eq!(kinds(&r.warnings), warnings, "{tail:?}");
+            let closed = warnings.len() == 1;
+            assert_eq!(r.form, Form::Array { at: 0, closed });
+            // The same events as the object form, and no top-level key.
+            let mut expected = object.summary.clone();
+            expected.json_bytes = text.len() as u64;
+            expected.top_level_keys.clear();
+            expected.schema_version = None;
+            expected.trace_name = None;
+            expected.base_time_ns = None;
+            expected.display_time_unit = None;
+            assert_eq!(r.summary, expected, "{tail:?}");
+            // The file's path, then what it is.
+            let file = std::env::temp_dir().display().to_string();
+            let array = &r.warnings[0];
+            assert_eq!(array.count, 1);
+            assert_eq!(array.examples[0].offset, Some(0));
+            let said = &array.examples[0].message;
+            assert!(said.starts_with(&file) && said.contains("check/t.json is a JSON array"));
+            assert!(
+                array.message.contains("JSON Array Format"),
+                "{}",
+                array.message
+            );
+            if !closed {
+                let open = &r.warnings[1].examples[0];
+                assert_eq!(open.offset, Some(text.len() as u64));
+                assert!(open.message.starts_with(&file), "{}", open.message);
+                assert!(open.message.contains("without the ']'"), "{}", open.message);
+            }
+        }
+        for (text, closed) in [("[]", true), (" [", false)] {
+            let r = check(text.as_bytes());
+            assert!(r.valid() && r.summary.events == 0, "{text:?}");
+            assert_eq!(r.warnings.len(), if closed { 1 } else { 2 }, "{text:?}");
+            assert!(r.summary.top_level_keys.is_empty());
+        }
+        // Damage in the array form is still an error, with its place.
+        let (kind, e) = error(&good_array("\n]").replace("800.25", "NaN"));
+        assert_eq!((kind, e.index), ("syntax", Some(1)));
+        let (kind, e) = error(&good_array(",\n{\"ph\":\"X\","));
+        assert_eq!((kind, e.index), ("truncated", Some(7)));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! way with the strict reader `split` and `filter` use ([`crate::read::events`]): what is not a
 //! trace (truncated, NaN, a byte-order mark, invalid UTF-8, empty, endless) fails at the
 //! offset of its first fault, and nothing is left.
+//!
+//! The text is kept byte for byte, whatever its form: a trace in the JSON Array Format
+//! (`[event, ...]`, its `]` left off or not) stays one, as it loads in viewers as it is;
+//! `kinetrace repair` is the tool that writes it as `{"traceEvents": [...]}`.
 
 use std::path::Path;
 

@@ -13,8 +13,10 @@
 //! - a text that ends early keeps every complete event before the cut, byte for byte, and
 //!   the document is closed after it (members of the top-level object after the cut are
 //!   lost); so is a text that cannot be read on from some point (no later event start);
-//! - a top level that is an array of events becomes `{"traceEvents": [...]}`; a missing
-//!   `traceEvents` is added, empty; text after the top-level value is dropped.
+//! - a top level that is an array of events (the JSON Array Format, which loads) becomes
+//!   `{"traceEvents": [...]}`, its events copied byte for byte, and closed when it had no
+//!   `]` (which the format allows); a missing `traceEvents` is added, empty; text after the
+//!   top-level value is dropped.
 //! - `--untangle`: each `X` event Perfetto would drop for overlapping on its thread (the
 //!   rule of [`crate::tools::overlap`]) moves to the first extra thread of its process where it
 //!   fits, a *lane*: a new `tid` (above the process's largest), named after the thread
@@ -22,8 +24,8 @@
 //!   has a `thread_sort_index`). A flow end goes with the event it belongs to (the last
 //!   non-flow event before it on its thread whose span holds its `ts`, as `split` binds).
 //!
-//! How: the source is first checked ([`crate::tools::check`], parallel). If it loads and nothing is
-//! to be untangled, its JSON text is copied unchanged ("nothing to repair": the copy is
+//! How: the source is first checked ([`crate::tools::check`], parallel). If it loads in the
+//! object form and nothing is to be untangled, its JSON text is copied unchanged ("nothing to repair": the copy is
 //! byte-identical for a plain `.json` destination; a `.gz` one gets the same text as one
 //! gzip member). Otherwise the text is read once by the tolerant reader, which copies what
 //! is valid verbatim (whitespace included) and writes the repairs; untangling reads a
@@ -47,7 +49,7 @@ use crate::json::render::quoted;
 use crate::json::scan::Scanner;
 use crate::json::tolerant::{Damage, Fix, Fixer, Place};
 use crate::output::sink::{Encoding, Sink};
-use crate::read::events::{read_trace, Event, Visitor};
+use crate::read::events::{read_trace, Event, Form, Visitor};
 use crate::read::members::Source;
 use crate::tools::check::{self, CheckOptions, FindingKind};
 use crate::tools::overlap::{self, Overlaps, Phase};
@@ -71,6 +73,7 @@ pub(crate) enum ChangeKind {
     UnreadableTail,
     TrailingData,
     WrappedArray,
+    ClosedArray,
     AddedTraceEvents,
     DroppedMembers,
     DroppedEvents,
@@ -89,6 +92,7 @@ impl ChangeKind {
             ChangeKind::UnreadableTail => "unreadable_tail",
             ChangeKind::TrailingData => "trailing_data",
             ChangeKind::WrappedArray => "wrapped_array",
+            ChangeKind::ClosedArray => "closed_array",
             ChangeKind::AddedTraceEvents => "added_trace_events",
             ChangeKind::DroppedMembers => "dropped_members",
             ChangeKind::DroppedEvents => "dropped_events",
@@ -124,6 +128,9 @@ impl ReportKind for ChangeKind {
             ChangeKind::WrappedArray => {
                 "the top level was an array of events: wrapped as {\"traceEvents\": [...]}".into()
             }
+            ChangeKind::ClosedArray => "the array of events had no closing ']' (the JSON Array \
+                Format allows it): closed after its last event"
+                .into(),
             ChangeKind::AddedTraceEvents => "no \"traceEvents\": added an empty one".into(),
             ChangeKind::DroppedMembers => {
                 format!("{n} top-level members dropped (unrepairable, or a second \"traceEvents\")")
@@ -490,7 +497,7 @@ impl<R: Read> Tolerant<'_, R> {
                 });
                 self.write(b"{\"traceEvents\": [")?;
                 self.w.pos += 1;
-                let end = self.events()?;
+                let end = self.events(true)?;
                 self.write(if end == End::Closed { b"]}" } else { b"\n]}" })?;
                 if end == End::Cut {
                     self.write(b"\n")?;
@@ -671,7 +678,7 @@ impl<R: Read> Tolerant<'_, R> {
         self.write(colon)?;
         self.write(b"[")?;
         self.w.pos += 1;
-        let end = self.events()?;
+        let end = self.events(false)?;
         self.write(if end == End::Cut { b"\n]" } else { b"]" })?;
         Ok(end)
     }
@@ -703,8 +710,9 @@ impl<R: Read> Tolerant<'_, R> {
         })
     }
 
-    /// The elements of `traceEvents`, after its `[`: how the array ended.
-    fn events(&mut self) -> Result<End> {
+    /// The elements of `traceEvents` (`top`: of the top-level array), after its `[`: how
+    /// the array ended.
+    fn events(&mut self, top: bool) -> Result<End> {
         let mut resynced = false;
         loop {
             let next = self.separator()?;
@@ -717,6 +725,13 @@ impl<R: Read> Tolerant<'_, R> {
             let Some(b) = next else {
                 let at = self.w.offset();
                 let index = self.events_read;
+                if top {
+                    // Between events: the array form's `]` may be left off.
+                    self.changes.add(ChangeKind::ClosedArray, 1, at, None, || {
+                        "the text ends without the ']' closing the array".into()
+                    });
+                    return Ok(End::Cut);
+                }
                 self.changes
                     .add(ChangeKind::Truncated, 1, at, Some(index), || {
                         "the text ends inside \"traceEvents\"".into()
@@ -1369,6 +1384,9 @@ pub(crate) fn repair(
         .any(|w| w.kind == FindingKind::OverlappingSlices);
     let members = checked.summary.gzip_members;
     let mut changes = Tally::new(options.examples);
+    // The array form loads, but it is written as the object form: untangled, or by the
+    // tolerant pass, which copies its events byte for byte and notes the changes.
+    let array = matches!(checked.form, Form::Array { .. });
     let mut report = if !loads {
         if options.untangle {
             let (r, fixed) =
@@ -1381,12 +1399,18 @@ pub(crate) fn repair(
             changes = fixed;
             r
         }
-    } else if options.untangle && overlapping {
+    } else if options.untangle && (overlapping || array) {
         if members > 1 {
             changes.count(ChangeKind::GzipMembers, u64::from(members));
         }
+        note_array(&mut changes, checked.form, checked.summary.json_bytes);
         let out = Sink::create(dst, encoding)?;
         untangle(src, out, &mut changes, options.examples, progress)?
+    } else if array {
+        let out = Sink::create(dst, encoding)?;
+        let (r, fixed) = tolerant_pass(src, out, changes, progress)?;
+        changes = fixed;
+        r
     } else {
         if members > 1 {
             changes.count(ChangeKind::GzipMembers, u64::from(members));
@@ -1404,6 +1428,23 @@ pub(crate) fn repair(
     };
     report.changes = changes.into_list();
     Ok(report)
+}
+
+/// The changes of writing an array-form source as the object form, as the tolerant pass
+/// notes them (untangling writes the object form itself): the `[` at `at`, and the `]`
+/// due at `end` when the text left it off.
+fn note_array(changes: &mut Tally<ChangeKind>, form: Form, end: u64) {
+    let Form::Array { at, closed } = form else {
+        return;
+    };
+    changes.add(ChangeKind::WrappedArray, 1, at, None, || {
+        "a JSON array of events".into()
+    });
+    if !closed {
+        changes.add(ChangeKind::ClosedArray, 1, end, None, || {
+            "the text ends without the ']' closing the array".into()
+        });
+    }
 }
 
 /// A source repair can read more than once, and a destination that is not it.
@@ -1726,6 +1767,50 @@ mod tests {
         for nothing in [&b""[..], b"  7"] {
             let e = run(nothing, plain()).unwrap_err();
             assert_eq!(fault_kind(&e), Some(FormatKind::NotATrace), "{e}");
+        }
+    }
+
+    /// The JSON Array Format loads, but repair writes the object form: its events byte for
+    /// byte, closed when the `]` was left off (untangled or not).
+    #[test]
+    fn the_array_form_becomes_the_object_form() {
+        let (object, lines) = torch_like(30);
+        let events = lines.join(",\n");
+        let want = format!("{{\"traceEvents\": [{events}\n]}}\n");
+        for (text, kinds_want) in [
+            (format!("[{events}\n]\n"), &[("wrapped_array", 1)][..]),
+            (
+                format!("[{events}"),
+                &[("wrapped_array", 1), ("closed_array", 1)],
+            ),
+            (
+                format!("[{events},\n"),
+                &[("wrapped_array", 1), ("closed_array", 1)],
+            ),
+        ] {
+            let (r, out) = run(text.as_bytes(), plain()).unwrap();
+            assert_eq!(kinds(&r), kinds_want, "{text:?}");
+            assert_eq!((r.events_read, r.events_written), (30, 30));
+            let loads = assert_loads(&out);
+            assert_eq!(loads.form, crate::read::events::Form::Object);
+            assert_eq!(loads.summary.events, 30);
+            // The object form of the events as written.
+            assert_eq!(String::from_utf8(out).unwrap(), want, "{text:?}");
+            assert!(object.contains(&events));
+            let untangled = RepairOptions {
+                untangle: true,
+                ..plain()
+            };
+            let (r, out) = run(text.as_bytes(), untangled).unwrap();
+            assert_eq!(kinds(&r), kinds_want, "untangled {text:?}");
+            assert_eq!(assert_loads(&out).summary.events, 30);
+            assert!(out.starts_with(b"{\n\"traceEvents\": ["));
+        }
+        for text in ["[]", "[", " [\n"] {
+            let (_, out) = run(text.as_bytes(), plain()).unwrap();
+            let loads = assert_loads(&out);
+            assert_eq!(loads.summary.events, 0, "{text:?}");
+            assert!(loads.warnings.is_empty(), "{text:?}: {:?}", loads.warnings);
         }
     }
 

@@ -1143,7 +1143,7 @@ mod tests {
                     .into_bytes(),
                 "NaN is not valid JSON",
             ),
-            ("array.json", b"[{\"ph\":\"X\"}]".to_vec(), "not a trace"),
+            ("scalar.json", b"7".to_vec(), "not a trace"),
             (
                 "noevents.json",
                 b"{\"a\": 1}".to_vec(),

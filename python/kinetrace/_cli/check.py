@@ -41,11 +41,14 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Check a Chrome/Kineto trace file (.json, or gzip with any number of members), "
             "streamed in bounded memory. Errors: a viewer cannot load it (not strict JSON, "
-            "a truncated text, corrupt gzip data, no traceEvents array, events that are not "
-            "objects). Warnings: it loads but a viewer drops or misplaces something (flow "
-            "ends without their other end, X events Perfetto drops for overlapping on their "
-            "thread, negative or missing durations, events without ts or ph, numbers beyond "
-            "2^53, a process or thread named twice, several gzip members). Each is counted "
+            "a truncated text, corrupt gzip data, neither a traceEvents array nor an array "
+            "of events, events that are not objects). Warnings: it loads but a viewer drops "
+            "or misplaces something (flow ends without their other end, X events Perfetto "
+            "drops for overlapping on their thread, negative or missing durations, events "
+            "without ts or ph, numbers beyond 2^53, a process or thread named twice, several "
+            "gzip members), or it is the JSON Array Format (a top-level array of events, its "
+            "closing ] missing or not: viewers load it, `kinetrace repair` writes the object "
+            "form). Each is counted "
             "with its first places (byte offset, event index); then a summary. "
             + exit_statuses("loads", "does not load (or any warning, with --strict)")
         ),

@@ -5,8 +5,8 @@ GIL released (``src/tools/check.rs``) and reported at three levels:
 
 - **errors**: a viewer cannot load the file. Not strict JSON (RFC 8259: no NaN/Infinity,
   trailing commas, bad escapes, invalid UTF-8 or raw control characters), a text that ends
-  early, corrupt or truncated gzip data, no top-level object with a ``traceEvents`` array,
-  elements of ``traceEvents`` that are not objects.
+  early, corrupt or truncated gzip data, neither a top-level object with a ``traceEvents``
+  array nor a top-level array of events, elements of ``traceEvents`` that are not objects.
 - **warnings**: it loads, but a viewer drops or misplaces something. Flow ends without
   their other end (no arrow); ``X`` events Perfetto drops for overlapping another slice of
   their thread without nesting (Perfetto's import stat
@@ -14,7 +14,10 @@ GIL released (``src/tools/check.rs``) and reported at three levels:
   thread; ``X`` events with a negative or no ``dur``, events without ``ts`` (Perfetto drops
   them); events without a string ``ph``; numbers in ``ts``/``dur``/``pid``/``tid``/``id``
   beyond 2^53 (read rounded by every JSON viewer); metadata events naming one process or
-  thread twice with different names; a gzip file of several members.
+  thread twice with different names; a gzip file of several members; a top level that is
+  the array of events itself (the JSON Array Format: viewers load it, tools that read
+  ``traceEvents`` find nothing), and such an array without its closing ``]`` (allowed by
+  the format; viewers load it).
 - **info**: the summary (events per phase and category, processes, threads, time span,
   flows).
 
@@ -89,7 +92,8 @@ class Finding:
     #: ``syntax``, ``truncated``, ``gzip``, ``not_a_trace``, ``not_an_object`` (errors);
     #: ``unpaired_flows``, ``overlapping_slices``, ``negative_durations``,
     #: ``missing_durations``, ``missing_timestamps``, ``no_phase``, ``imprecise_numbers``,
-    #: ``conflicting_names``, ``gzip_members`` (warnings).
+    #: ``conflicting_names``, ``gzip_members``, ``array_form``, ``unclosed_array``
+    #: (warnings).
     kind: str
     level: Literal["error", "warning"]
     count: int

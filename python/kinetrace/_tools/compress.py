@@ -7,6 +7,10 @@ and ``filter`` use: what is not a trace (truncated, NaN, a byte-order mark, inva
 empty, a second document, a top-level member or event over 64 MiB) raises
 :class:`~kinetrace.TraceFormatError` at the offset of its first fault and leaves nothing.
 Checking a trace is :mod:`kinetrace._tools.check`'s, repairing one :mod:`kinetrace._tools.repair`'s.
+
+The text is kept byte for byte, whatever its form: a trace in the JSON Array Format (a
+top-level array of events, its ``]`` left off or not) stays one; :func:`repair_trace
+<kinetrace._tools.repair.repair_trace>` writes it as ``{"traceEvents": [...]}``.
 """
 
 from __future__ import annotations

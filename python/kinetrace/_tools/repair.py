@@ -16,14 +16,16 @@ with its first places (:class:`Change`):
   stray commas go; an event that still does not read is dropped and counted, and reading
   goes on at the next line that starts an event;
 - elements of ``traceEvents`` that are not objects are dropped, a top-level array of events
-  is wrapped in ``{"traceEvents": ...}``, a missing ``traceEvents`` is added, text after the
-  top-level value is dropped;
+  (the JSON Array Format, which loads as it is) is wrapped in ``{"traceEvents": ...}``, its
+  events byte for byte, and closed when its ``]`` was left off; a missing ``traceEvents`` is
+  added, text after the top-level value is dropped;
 - ``untangle=True``: ``X`` events Perfetto would drop for overlapping on their thread move
   to extra thread lanes of the same process (``stream 7 (overlap 1)``), with their flow
   ends.
 
-A source with nothing to repair is copied unchanged (``changes`` is empty): a plain ``.json``
-destination is byte-identical, a ``.gz`` one holds the same text as one gzip member.
+A source in the object form with nothing to repair is copied unchanged (``changes`` is
+empty): a plain ``.json`` destination is byte-identical, a ``.gz`` one holds the same text as
+one gzip member.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ class Change:
     in the source's decompressed JSON)."""
 
     #: ``gzip_damage``, ``gzip_members``, ``truncated``, ``unreadable_tail``,
-    #: ``trailing_data``, ``wrapped_array``, ``added_trace_events``, ``dropped_members``,
-    #: ``dropped_events``, ``dropped_elements``, ``escaped_quotes``,
+    #: ``trailing_data``, ``wrapped_array``, ``closed_array``, ``added_trace_events``,
+    #: ``dropped_members``, ``dropped_events``, ``dropped_elements``, ``escaped_quotes``,
     #: ``escaped_backslashes``, ``escaped_control_characters``, ``replaced_invalid_utf8``,
     #: ``non_finite_numbers``, ``bare_words``, ``commas``, ``moved_slices``,
     #: ``added_lanes``.
