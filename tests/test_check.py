@@ -243,7 +243,7 @@ def test_each_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         "truncated": (text[:-10], "truncated", "end of file"),
         "gzip": (gzip.compress(text)[:-5], "gzip", "corrupt gzip data"),
         "no-events": (b'{"a": 1}', "not_a_trace", 'no "traceEvents"'),
-        "array": (b"[]", "not_a_trace", "not a JSON object"),
+        "scalar": (b'"x"', "not_a_trace", "neither a JSON object nor an array"),
         "not-an-object": (b'{"traceEvents": [1, "x"]}', "not_an_object", "not an object"),
     }
     for name, (data, kind, needle) in cases.items():

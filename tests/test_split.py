@@ -439,7 +439,7 @@ def test_bad_input_errors_and_leaves_nothing(tmp_path):
             "syntax",
             "NaN is not valid JSON",
         ),
-        "list.json": (b'[{"ph": "X"}]', "not_a_trace", "not a trace"),
+        "list.json": (b"[1, 2]", "not_a_trace", "not a trace"),
         "keys.json": (b'{"schemaVersion": 1}', "not_a_trace", 'no "traceEvents"'),
     }
     for name, (data, kind, message) in cases.items():
