@@ -27,6 +27,7 @@ from kinetrace import _cli as cli
 from kinetrace._export import export as _export
 from kinetrace._export import handles as _handles
 from kinetrace._export import profiler as _profiler
+from support.aftermath import subprocess_env
 
 CPU = [ProfilerActivity.CPU]
 KINETO_PROFILE = torch_profiler_module._KinetoProfile
@@ -432,12 +433,34 @@ def test_unknown_command() -> None:
 @pytest.mark.skipif(
     bool(os.environ.get("KINETRACE_REQUIRE_TEST_HOOKS")), reason="running a test-hooks build"
 )
-def test_the_installed_build_carries_no_test_hooks() -> None:
-    """The panic hooks exist only in a build with the cargo feature ``test-hooks``
-    (``noxfile.py``'s ``suite`` session makes one for ``tests/test_panics.py``), never in
-    the wheel."""
+def test_the_installed_build_carries_no_test_hooks(tmp_path: Path) -> None:
+    """The test hooks exist only in a build with the cargo feature ``test-hooks``
+    (``noxfile.py``'s ``hooks`` session makes one for ``tests/test_panics.py`` and
+    ``tests/test_bench_gate.py``), never in the wheel: no panic hooks, and
+    ``KINETRACE_TEST_SLOWDOWN`` changes nothing (in a test-hooks build, 999 would hold this
+    summary, ~20 ms, for ~20 s; the bound, 10 s, is far above its time on a busy machine)."""
     from kinetrace import _kinetrace
 
+    trace = tmp_path / "t.json"
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i * 10}
+        | {"dur": 5, "args": {"stream": 7}}
+        for i in range(20_000)
+    ]
+    trace.write_text(json.dumps({"traceEvents": events}))
+    code = (
+        "import sys, time, kinetrace; t = time.perf_counter(); "
+        "kinetrace.summarize(sys.argv[1]); print(time.perf_counter() - t)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(trace)],
+        env={**subprocess_env(), "KINETRACE_TEST_SLOWDOWN": "999"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert float(done.stdout) < 10, done.stdout
     assert not hasattr(_kinetrace, "_panic_for_tests")
     assert not hasattr(_kinetrace._Exporter, "_inject_panic")
     assert not hasattr(_kinetrace, "format_microseconds")
