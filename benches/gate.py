@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_summary import HTA  # HTA's four analyses, as `kinetrace summary` gives them
+
 from kinetrace import _bench
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,19 +90,6 @@ def export_ratios(iterations: int, rounds: int) -> dict[str, float]:
     return ratios
 
 
-#: HTA's four analyses, as ``kinetrace summary`` gives them (benches/bench_summary.py).
-_HTA = """
-import logging, sys, warnings
-warnings.simplefilter("ignore"); logging.disable(logging.CRITICAL)
-from hta.trace_analysis import TraceAnalysis
-ta = TraceAnalysis(trace_dir=sys.argv[1])
-ta.get_temporal_breakdown(visualize=False)
-ta.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0, num_kernels=10**6)
-ta.get_comm_comp_overlap(visualize=False)
-ta.get_idle_time_breakdown(ranks=ta.t.get_ranks(), visualize=False)
-"""
-
-
 def _wall(cmd: list[str]) -> float:
     started = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -116,7 +105,7 @@ def summary_ratio(trace: Path, rounds: int) -> dict[str, float]:
         (Path(folder) / trace.name).symlink_to(trace)
         commands = {
             "kinetrace": [sys.executable, "-m", "kinetrace", "summary", str(trace), "--json"],
-            "HTA": [sys.executable, "-c", _HTA, folder],
+            "HTA": [sys.executable, "-c", HTA, folder],
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         for round_ in range(rounds):
