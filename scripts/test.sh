@@ -100,8 +100,12 @@ join() {
 }
 
 finish() {
-  local status=$? pid
-  for pid in "${LANE_PID[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+  local status=$? name
+  for name in "${!LANE_PID[@]}"; do # lanes not joined: the run ended before them
+    kill -- "-${LANE_PID[$name]}" 2>/dev/null || true
+    log "lane $name stopped unfinished (the run ended); the end of its output:"
+    tail -n 100 "$RUN_LOGS/$name.log" >&2 || true
+  done
   print_times
   rm -rf "$RUN_LOGS"
   exit "$status"
