@@ -13,6 +13,8 @@ from kinetrace._tools.split import Keep
 __all__ = [
     "add_gzip_options",
     "add_keep_options",
+    "add_level_option",
+    "add_threads_option",
     "int_in_range",
     "integer",
     "keep_from",
@@ -98,22 +100,43 @@ def window(text: str) -> tuple[float, float]:
     return span
 
 
-def add_gzip_options(parser: argparse.ArgumentParser, what: str = "gzip output") -> None:
-    """``-l/--level`` (0-9) and ``-j/--threads`` (1-256): the parallel encoder's settings."""
-    parser.add_argument(
-        "-l",
-        "--level",
-        type=int_in_range(0, 9),
-        default=None,
-        help=f"gzip level 0-9 for {what} (default: {DEFAULT_COMPRESSLEVEL})",
-    )
+def add_threads_option(parser: argparse.ArgumentParser, most: int, what: str) -> None:
+    """``-j/--threads``, 1 to ``most`` (default: the cores available), the one spelling every
+    tool gives the number of its threads; ``what`` says what they do."""
     parser.add_argument(
         "-j",
         "--threads",
-        type=int_in_range(1, 256),
+        type=int_in_range(1, most),
         default=None,
-        help="compression threads (default: the cores available)",
+        help=f"{what}, 1-{most} (default: the cores available)",
     )
+
+
+def add_level_option(
+    parser: argparse.ArgumentParser,
+    codec: str,
+    levels: tuple[int, int],
+    default: int | None,
+    what: str,
+) -> None:
+    """``-l/--level``, ``codec``'s level in the range ``levels``, the one spelling every tool
+    gives its compression level (``default`` None: the library's,
+    :data:`DEFAULT_COMPRESSLEVEL`); ``what`` names the output."""
+    low, high = levels
+    parser.add_argument(
+        "-l",
+        "--level",
+        type=int_in_range(low, high),
+        default=default,
+        help=f"{codec} level {low}-{high} for {what} "
+        f"(default: {DEFAULT_COMPRESSLEVEL if default is None else default})",
+    )
+
+
+def add_gzip_options(parser: argparse.ArgumentParser, what: str = "gzip output") -> None:
+    """``-l/--level`` (0-9) and ``-j/--threads`` (1-256): the parallel encoder's settings."""
+    add_level_option(parser, "gzip", (0, 9), None, what)
+    add_threads_option(parser, 256, "compression threads")
 
 
 def add_keep_options(parser: argparse.ArgumentParser, *, merged: bool = False) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kinetrace._cli.args import int_in_range
+from kinetrace._cli.args import add_level_option, add_threads_option
 from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import size
 from kinetrace._tools.parquet import DEFAULT_PARQUET_LEVEL, to_parquet
@@ -71,18 +71,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "-f", "--force", action="store_true", help="replace an existing dataset at DIR"
     )
-    parser.add_argument(
-        "-j",
-        "--threads",
-        type=int_in_range(1, 1024),
-        default=None,
-        help="files converted at once, 1-1024 (default: the cores available)",
-    )
-    parser.add_argument(
-        "-l",
-        "--level",
-        type=int_in_range(1, 22),
-        default=DEFAULT_PARQUET_LEVEL,
-        help=f"zstd level, 1-22 (default: {DEFAULT_PARQUET_LEVEL})",
-    )
+    add_threads_option(parser, 1024, "files converted at once")
+    add_level_option(parser, "zstd", (1, 22), DEFAULT_PARQUET_LEVEL, "the dataset's pages")
     parser.set_defaults(func=cmd_parquet)

@@ -10,7 +10,7 @@ import sys
 import warnings
 from typing import Any
 
-from kinetrace._cli.args import int_in_range
+from kinetrace._cli.args import add_threads_option
 from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import duration, size
 from kinetrace._tools.summary import RankSummary, Summary, SummaryWarning, summarize, top_kernels
@@ -129,11 +129,5 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--rules", choices=("exact", "hta"), default="exact")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
-    parser.add_argument(
-        "-j",
-        "--threads",
-        type=int_in_range(1, 1024),
-        default=None,
-        help="files read at once, 1-1024 (default: the cores available)",
-    )
+    add_threads_option(parser, 1024, "files read at once")
     parser.set_defaults(func=cmd_summary)
