@@ -627,6 +627,27 @@ mod tests {
         assert_eq!(mode(&out), mode(&dir.join("plain")));
     }
 
+    /// `src` converted twice into folders of `dir`: with its rows in memory ("whole") and
+    /// spilled to runs every 4 KiB ("spilled"); each conversion's name, folder and result.
+    fn whole_and_spilled(
+        dir: &Path,
+        src: &Path,
+    ) -> Vec<(&'static str, PathBuf, Result<Vec<RankWritten>>)> {
+        [("whole", SPILL_BYTES), ("spilled", 4096)]
+            .into_iter()
+            .map(|(name, spill_bytes)| {
+                let out = dir.join(name);
+                let options = ParquetOptions {
+                    spill_bytes,
+                    ..OPTIONS
+                };
+                let sources = named(std::slice::from_ref(&src.to_path_buf()));
+                let written = to_parquet(&sources, &out, options, &mut |_| Ok(()));
+                (name, out, written)
+            })
+            .collect()
+    }
+
     #[test]
     fn spilled_runs_merge_into_the_same_tables() {
         let dir = scratch("parquet-spill");
@@ -653,14 +674,8 @@ mod tests {
         let src = dir.join("t.json");
         fs::write(&src, text).unwrap();
         let mut tables = Vec::new();
-        for (name, spill_bytes) in [("whole", SPILL_BYTES), ("spilled", 4096)] {
-            let out = dir.join(name);
-            let options = ParquetOptions {
-                spill_bytes,
-                ..OPTIONS
-            };
-            let src = std::slice::from_ref(&src);
-            let written = to_parquet(&named(src), &out, options, &mut |_| Ok(())).unwrap();
+        for (name, out, written) in whole_and_spilled(&dir, &src) {
+            let written = written.unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(written[0].rows, [600, 86, 86]);
             assert_eq!(
                 entries(&out),
@@ -694,21 +709,15 @@ mod tests {
         );
         let src = dir.join("t.json");
         fs::write(&src, text).unwrap();
-        for (name, spill_bytes) in [("whole", SPILL_BYTES), ("spilled", 4096)] {
-            let out = dir.join(name);
-            let options = ParquetOptions {
-                spill_bytes,
-                ..OPTIONS
-            };
-            let src = std::slice::from_ref(&src);
-            let err = to_parquet(&named(src), &out, options, &mut |_| Ok(())).unwrap_err();
+        for (name, out, written) in whole_and_spilled(&dir, &src) {
+            let err = written.unwrap_err();
             let Error::TraceFormat(fault) = &err else {
                 panic!("{name}: {err}")
             };
             assert_eq!(fault.kind, crate::error::FormatKind::TooLarge, "{name}");
             assert_eq!(fault.event_index, Some(300), "{name}: {err}");
             assert!(
-                err.to_string().starts_with(&src[0].display().to_string()),
+                err.to_string().starts_with(&src.display().to_string()),
                 "{err}"
             );
             assert!(!out.exists(), "{name}");
