@@ -27,7 +27,8 @@
 //!   trace's events in order, read in parallel chunks where the file allows; the one place
 //!   the top level is decided: an object with `traceEvents`, or the JSON Array Format),
 //!   `read::filter` (which events a filter keeps, flow ends bound to their events),
-//!   `read::ranks` (which rank a file is, for `merge` and `summary`).
+//!   `read::ranks` (which rank a file is, for `merge` and `summary`), `read::sources` (the
+//!   one pool reading many files on threads, for `merge`, `summary` and `parquet`).
 //! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast
 //!   path over text in memory), `json::tolerant` (the tolerant reader of `repair`),
 //!   `json::render` (numbers and strings), `json::object` (members of an object's text),

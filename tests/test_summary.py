@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import kinetrace
+from kinetrace import KernelStats, StreamIdle, TemporalBreakdown, _kinetrace
 from support import catapult
 from support.cli import run
 from support.real import REAL_DIR, REAL_TRACES, real_params, require_real
@@ -597,6 +598,27 @@ def test_json_follows_the_contract(tmp_path: Path, capsys: pytest.CaptureFixture
     assert out["steps"][0]["name"] == "ProfilerStep#3"
     assert run("summary", path) == 0
     assert "Top 10 GPU activities" in capsys.readouterr().out
+
+
+def test_each_figure_has_one_name_from_rust_to_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The native module hands every figure under the name the dataclass and the JSON use
+    (src/tools/summary/report.rs): no renaming table in between to drift."""
+    path = tmp_path / "t.json"
+    path.write_text(_dump({"traceEvents": [_kernel("1", "2")]}))
+    (native,) = _kinetrace.summarize([str(path)], "exact", 1)
+    assert run("summary", path, "--json") == 0
+    (rank,) = json.loads(capsys.readouterr().out)["ranks"]
+    assert set(native) - {"steps"} <= set(rank)
+    temporal = native["temporal_breakdown"]
+    assert set(temporal) == set(rank["temporal_breakdown"])
+    assert set(temporal) == set(TemporalBreakdown.__dataclass_fields__)
+    assert set(native["kernels"][0]) == set(rank["kernels"][0])
+    assert set(native["kernels"][0]) == set(KernelStats.__dataclass_fields__)
+    assert set(native["idle_time"]) == set(rank["idle_time"])
+    (idle,) = native["idle_time"].values()
+    assert set(idle) == set(StreamIdle.__dataclass_fields__)
 
 
 _HARNESS = """<script>

@@ -337,15 +337,35 @@ class _FallbackFile:
     def finish(self) -> tuple[int, int, int] | None: ...
     def abort(self) -> None: ...
 
+class _TemporalBreakdown(TypedDict):
+    idle_time_us: float
+    compute_time_us: float
+    non_compute_time_us: float
+    kernel_time_us: float
+
+class _KernelStats(TypedDict):
+    name: str
+    type: str
+    count: int
+    sum_us: float
+    mean_us: float
+    min_us: float
+    max_us: float
+
+class _StreamIdle(TypedDict):
+    host_wait_us: float
+    kernel_wait_us: float
+    other_us: float
+
 class _RankFigures(TypedDict):
     rank: int
     rank_from: str
     source: str
-    temporal: tuple[float, float, float, float]
+    temporal_breakdown: _TemporalBreakdown
     kernel_types: list[tuple[str, float]]
-    kernels: list[tuple[str, str, int, float, float, float, float]]
-    overlap_pct: float | None
-    idle: list[tuple[str, tuple[float, float, float]]]
+    kernels: list[_KernelStats]
+    comm_comp_overlap_pct: float | None
+    idle_time: dict[str, _StreamIdle]
     steps: list[tuple[str, float]]
     gpu_activities: int
     events: int

@@ -12,32 +12,42 @@ use crate::tools::summary::events::Rules;
 use crate::tools::summary::report::RankSummary;
 use crate::tools::summary::{self};
 
+/// A dict of figures under the names they have in Rust (`report.rs`), which are the
+/// dataclass fields of `kinetrace._tools.summary` and the JSON keys.
+fn named_dict<'py>(py: Python<'py>, named: &[(&'static str, f64)]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, value) in named {
+        d.set_item(name, value)?;
+    }
+    Ok(d)
+}
+
 fn rank_dict<'py>(py: Python<'py>, r: &RankSummary) -> PyResult<Bound<'py, PyDict>> {
     let f = &r.figures;
     let d = PyDict::new(py);
     d.set_item("rank", r.rank)?;
     d.set_item("rank_from", r.rank_from)?;
     d.set_item("source", r.source.as_os_str())?;
-    let t = &f.temporal;
     d.set_item(
-        "temporal",
-        (t.idle_us, t.compute_us, t.non_compute_us, t.kernel_us),
+        "temporal_breakdown",
+        named_dict(py, &f.temporal_breakdown.named())?,
     )?;
     d.set_item("kernel_types", f.kernel_types.clone())?;
     let kernels = PyList::empty(py);
     for k in &f.kernels {
-        kernels.append((
-            &k.name, k.kind, k.count, k.sum_us, k.mean_us, k.min_us, k.max_us,
-        ))?;
+        let kd = named_dict(py, &k.times.named())?;
+        kd.set_item("name", &k.name)?;
+        kd.set_item("type", k.r#type)?;
+        kd.set_item("count", k.count)?;
+        kernels.append(kd)?;
     }
     d.set_item("kernels", kernels)?;
-    d.set_item("overlap_pct", f.overlap_pct)?;
-    let idle: Vec<(String, (f64, f64, f64))> = f
-        .idle
-        .iter()
-        .map(|(s, i)| (s.clone(), (i.host_wait_us, i.kernel_wait_us, i.other_us)))
-        .collect();
-    d.set_item("idle", idle)?;
+    d.set_item("comm_comp_overlap_pct", f.comm_comp_overlap_pct)?;
+    let idle = PyDict::new(py);
+    for (stream, i) in &f.idle_time {
+        idle.set_item(stream, named_dict(py, &i.named())?)?;
+    }
+    d.set_item("idle_time", idle)?;
     d.set_item("steps", r.steps.clone())?;
     d.set_item("gpu_activities", f.gpu_activities)?;
     d.set_item("events", r.events)?;

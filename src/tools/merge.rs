@@ -70,16 +70,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
 
-use crate::error::{panic_message, Error, FormatKind, Result, TraceFormat};
+use crate::error::{Error, FormatKind, Result, TraceFormat};
 use crate::json::decimal::{parse_int, Decimal};
 use crate::json::lexer::{Input, Stop, BUF_SIZE};
 use crate::json::object::{member, member_value, string_body, Duplicates::Last};
 use crate::json::render::{push_int, push_json_string, push_json_string_body};
 use crate::json::scan::Scanner;
-use crate::output::interrupt::POLL;
 use crate::output::sink::{Encoding, Sink};
 use crate::read::events::{
     read_trace_with, Event, ReadOptions, Visitor, SLOT_ID, SLOT_PID, SLOT_TS,
@@ -87,6 +84,7 @@ use crate::read::events::{
 use crate::read::filter::{Binder, FilterSpec, OpenFlows, Present};
 use crate::read::members::Source;
 use crate::read::ranks::{self, rank_in_name};
+use crate::read::sources::{Msg, Reader, Sources};
 use crate::tools::parts::{
     finish_parts, keep_text, part_head, stem, Histogram, Plan, SinkWrite, Temps, TraceWriter,
     MAX_CELLS, MAX_KEPT_TEXT, MAX_PARTS, PART_BUFFER,
@@ -413,221 +411,8 @@ fn gzip_tail(
     Ok(Some(ring.into()))
 }
 
-// ---------------------------------------------------------------------------------------
-// Running the sources on reader threads
-// ---------------------------------------------------------------------------------------
-
-/// Messages from readers to the calling thread, bounded in bytes; stopping wakes everyone.
-struct Queue<M> {
-    state: Mutex<QueueState<M>>,
-    changed: Condvar,
-    cap: usize,
-}
-
-struct QueueState<M> {
-    items: VecDeque<(M, usize)>,
-    bytes: usize,
-    stop: bool,
-    readers_left: usize,
-}
-
-/// What a reader has of the queue.
-struct Ctl<'q, M> {
-    queue: &'q Queue<M>,
-    read: &'q AtomicU64,
-}
-
-impl<M> Ctl<'_, M> {
-    /// Hands `msg` (of `bytes`) to the calling thread, waiting while the queue is full;
-    /// an error once the merge is stopping.
-    fn send(&self, msg: M, bytes: usize) -> Result<()> {
-        let mut st = self
-            .queue
-            .state
-            .lock()
-            .map_err(|_| Error::Poisoned("merge queue"))?;
-        loop {
-            if st.stop {
-                return Err(Error::Interrupted);
-            }
-            if st.bytes == 0 || st.bytes + bytes <= self.queue.cap {
-                break;
-            }
-            st = self
-                .queue
-                .changed
-                .wait_timeout(st, POLL)
-                .map_err(|_| Error::Poisoned("merge queue"))?
-                .0;
-        }
-        st.bytes += bytes;
-        st.items.push_back((msg, bytes));
-        self.queue.changed.notify_all();
-        Ok(())
-    }
-
-    fn stopped(&self) -> bool {
-        self.queue.state.lock().map_or(true, |st| st.stop)
-    }
-
-    /// The progress callback of a source's read: counts bytes, stops when told.
-    fn reading(&self) -> impl FnMut(u64) -> Result<()> + '_ {
-        let mut last = 0u64;
-        move |done| {
-            self.read
-                .fetch_add(done.saturating_sub(last), Ordering::Relaxed);
-            last = done;
-            if self.stopped() {
-                Err(Error::Interrupted)
-            } else {
-                Ok(())
-            }
-        }
-    }
-}
-
 /// A top-level member of a source: its key and its text (`"key": value`).
 type Member = (Box<[u8]>, Box<[u8]>);
-
-/// The work of a reader on one source (see [`run_sources`]).
-type Work<'a, M, D> = dyn Fn(usize, &Ctl<'_, Msg<M, D>>) -> Result<D> + Sync + 'a;
-
-/// What a reader sends: a message of its work, or the end of a source.
-enum Msg<M, D> {
-    Part(M),
-    Done(usize, D),
-}
-
-/// The calling thread's part of [`run_sources`]: every message handed to `on_msg` as it
-/// comes, and `progress` told the bytes read between waits, until the readers are done or
-/// stopped.
-fn take_messages<M>(
-    queue: &Queue<M>,
-    read: &AtomicU64,
-    on_msg: &mut dyn FnMut(M) -> Result<()>,
-    progress: &mut dyn FnMut(u64) -> Result<()>,
-) -> Result<()> {
-    loop {
-        let (item, finished) = {
-            let mut st = queue
-                .state
-                .lock()
-                .map_err(|_| Error::Poisoned("merge queue"))?;
-            if st.stop {
-                return Ok(());
-            }
-            if st.items.is_empty() && st.readers_left > 0 {
-                st = queue
-                    .changed
-                    .wait_timeout(st, POLL)
-                    .map_err(|_| Error::Poisoned("merge queue"))?
-                    .0;
-            }
-            let item = st.items.pop_front().map(|(msg, bytes)| {
-                st.bytes -= bytes;
-                msg
-            });
-            if item.is_some() {
-                queue.changed.notify_all();
-            }
-            (item, st.readers_left == 0 && st.items.is_empty())
-        };
-        if let Some(msg) = item {
-            on_msg(msg)?;
-        }
-        progress(read.load(Ordering::Relaxed))?;
-        if finished {
-            return Ok(());
-        }
-    }
-}
-
-/// Runs `work` for each of `n` sources on `readers` threads (each takes the next source
-/// when it is done with one). The calling thread gets every message as it comes
-/// (`on_msg`) and calls `progress` with the bytes read so far between waits; the first
-/// error anywhere stops every reader and is returned.
-fn run_sources<M: Send, D: Send>(
-    n: usize,
-    readers: usize,
-    queue_cap: usize,
-    work: &Work<'_, M, D>,
-    on_msg: &mut dyn FnMut(Msg<M, D>) -> Result<()>,
-    progress: &mut dyn FnMut(u64) -> Result<()>,
-) -> Result<()> {
-    let readers = readers.clamp(1, n.max(1));
-    let queue = Queue {
-        state: Mutex::new(QueueState {
-            items: VecDeque::new(),
-            bytes: 0,
-            stop: false,
-            readers_left: readers,
-        }),
-        changed: Condvar::new(),
-        cap: queue_cap,
-    };
-    let next = AtomicUsize::new(0);
-    let read = AtomicU64::new(0);
-    let first_error: Mutex<Option<Error>> = Mutex::new(None);
-    // The first error is the cause; readers stopped by it answer `Interrupted`.
-    let fail = |e: Error| {
-        if let Ok(mut first) = first_error.lock() {
-            first.get_or_insert(e);
-        }
-        if let Ok(mut st) = queue.state.lock() {
-            st.stop = true;
-        }
-        queue.changed.notify_all();
-    };
-    std::thread::scope(|scope| {
-        for _ in 0..readers {
-            let (queue, next, read, fail) = (&queue, &next, &read, &fail);
-            scope.spawn(move || {
-                let ctl = Ctl { queue, read };
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n || ctl.stopped() {
-                        break;
-                    }
-                    let done =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(i, &ctl)))
-                            .unwrap_or_else(|p| Err(Error::Panic(panic_message(&*p))));
-                    match done.and_then(|d| ctl.send(Msg::Done(i, d), 0)) {
-                        Ok(()) => {}
-                        Err(e) => {
-                            fail(e);
-                            break;
-                        }
-                    }
-                }
-                if let Ok(mut st) = queue.state.lock() {
-                    st.readers_left -= 1;
-                }
-                queue.changed.notify_all();
-            });
-        }
-        // The calling thread: messages as they come, Ctrl-C between waits.
-        let result = take_messages(&queue, &read, on_msg, progress);
-        if let Err(e) = result {
-            fail(e);
-        }
-    });
-    match first_error.into_inner().ok().flatten() {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
-}
-
-/// Reader threads for `n` sources and chunk-scanning threads per source, from `threads`.
-fn reader_threads(n: usize, threads: usize) -> (usize, ReadOptions) {
-    let threads = threads.max(1);
-    let readers = n.clamp(1, threads);
-    let per_source = threads / readers;
-    let options = ReadOptions {
-        threads: if per_source >= 2 { per_source } else { 1 },
-        ..ReadOptions::default()
-    };
-    (readers, options)
-}
 
 // ---------------------------------------------------------------------------------------
 // Pass 2: the steps
@@ -761,7 +546,7 @@ struct KeptMeta {
 /// Where a reader's events go: blocks for the writer, or the survey's histogram.
 enum ReaderOut<'c, 'q> {
     Write {
-        ctl: &'c Ctl<'q, Msg<Block, SourceDone>>,
+        ctl: &'c Reader<'q, Msg<Block, SourceDone>>,
         blocks: Vec<Block>,
     },
     Survey {
@@ -1353,7 +1138,7 @@ pub(crate) fn merge(
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<MergeStats> {
     validate(sources, options)?;
-    let pool = Readers::new(sources, options.threads);
+    let pool = Sources::new(sources, options.threads, QUEUE_BYTES_PER_READER);
     let (bases, merged_base) = pass_bases(&pool, progress)?;
     let mut timeline = Timeline::new(sources, &options.spec, bases, merged_base);
     timeline.cutting = !options.spec.is_everything() || options.max_bytes.is_some();
@@ -1431,37 +1216,6 @@ fn validate(sources: &[PathBuf], options: &MergeOptions) -> Result<()> {
     Ok(())
 }
 
-/// The sources and the reader threads that read them, pass after pass.
-struct Readers<'a> {
-    sources: &'a [PathBuf],
-    readers: usize,
-    queue_cap: usize,
-    read_options: ReadOptions,
-}
-
-impl<'a> Readers<'a> {
-    fn new(sources: &'a [PathBuf], threads: usize) -> Self {
-        let (readers, read_options) = reader_threads(sources.len(), threads);
-        Readers {
-            sources,
-            readers,
-            queue_cap: readers * QUEUE_BYTES_PER_READER,
-            read_options,
-        }
-    }
-
-    /// One pass over every source: `work` on the reader threads, `on_msg` on this one.
-    fn run<M: Send, D: Send>(
-        &self,
-        work: &Work<'_, M, D>,
-        on_msg: &mut dyn FnMut(Msg<M, D>) -> Result<()>,
-        progress: &mut dyn FnMut(u64) -> Result<()>,
-    ) -> Result<()> {
-        let n = self.sources.len();
-        run_sources(n, self.readers, self.queue_cap, work, on_msg, progress)
-    }
-}
-
 /// Where each source lies on the merged clock.
 struct Timeline<'a> {
     sources: &'a [PathBuf],
@@ -1513,14 +1267,14 @@ impl<'a> Timeline<'a> {
 
 /// Pass 1: each source's base, and the merged base (the earliest, when all have one).
 fn pass_bases(
-    pool: &Readers<'_>,
+    pool: &Sources<'_>,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<(Vec<Base>, Base)> {
-    let mut bases: Vec<Base> = vec![None; pool.sources.len()];
+    let mut bases: Vec<Base> = vec![None; pool.paths.len()];
     pool.run::<(), Base>(
         &|i, ctl| {
             let mut reading = ctl.reading();
-            probe_base(&pool.sources[i], &mut reading)
+            probe_base(&pool.paths[i], &mut reading)
         },
         &mut |msg| {
             if let Msg::Done(i, base) = msg {
@@ -1541,17 +1295,17 @@ fn pass_bases(
 /// Pass 2: the first `ProfilerStep#N` in every source, each source's start of it moved to
 /// the latest one's (added to the timeline's offsets); the step.
 fn pass_steps(
-    pool: &Readers<'_>,
+    pool: &Sources<'_>,
     timeline: &mut Timeline<'_>,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<u64> {
-    let n = pool.sources.len();
+    let n = pool.paths.len();
     let mut steps: Vec<BTreeMap<u64, i128>> = vec![BTreeMap::new(); n];
     pool.run::<(), BTreeMap<u64, i128>>(
         &|i, ctl| {
             let mut v = Steps::default();
             let mut reading = ctl.reading();
-            read_trace_with(&pool.sources[i], &mut v, &mut reading, pool.read_options)?;
+            read_trace_with(&pool.paths[i], &mut v, &mut reading, pool.read_options)?;
             Ok(v.starts)
         },
         &mut |msg| {
@@ -1568,7 +1322,7 @@ fn pass_steps(
         .find(|k| steps.iter().all(|s| s.contains_key(k)));
     let Some(step) = common else {
         let missing: Vec<String> = pool
-            .sources
+            .paths
             .iter()
             .zip(&steps)
             .filter(|(_, s)| s.is_empty())
@@ -1594,7 +1348,7 @@ fn pass_steps(
 /// Pass 3: the survey of the merged events' bytes over time, cut into the plan of parts of
 /// at most `max_bytes` each (with room for the keys and metadata every part repeats).
 fn pass_survey(
-    pool: &Readers<'_>,
+    pool: &Sources<'_>,
     timeline: &Timeline<'_>,
     max_bytes: u64,
     progress: &mut dyn FnMut(u64) -> Result<()>,
@@ -1611,7 +1365,7 @@ fn pass_survey(
             };
             let mut v = Rewriting::new(&ctx, out);
             let mut reading = ctl.reading();
-            let bytes = read_trace_with(&pool.sources[i], &mut v, &mut reading, pool.read_options)?;
+            let bytes = read_trace_with(&pool.paths[i], &mut v, &mut reading, pool.read_options)?;
             v.finish(bytes)
         },
         &mut |msg| {
@@ -1650,14 +1404,14 @@ fn pass_survey(
 /// Pass 4: every source's events rewritten by the readers, written here in blocks to their
 /// outputs; what each source's reader found.
 fn pass_write(
-    pool: &Readers<'_>,
+    pool: &Sources<'_>,
     timeline: &Timeline<'_>,
     plan: Option<&Plan>,
     outs: &mut Outputs,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<Vec<SourceDone>> {
     let parts = outs.writers.len();
-    let mut dones: Vec<Option<SourceDone>> = (0..pool.sources.len()).map(|_| None).collect();
+    let mut dones: Vec<Option<SourceDone>> = (0..pool.paths.len()).map(|_| None).collect();
     pool.run::<Block, SourceDone>(
         &|i, ctl| {
             let mut ctx = timeline.ctx(i);
@@ -1672,7 +1426,7 @@ fn pass_write(
                 .collect();
             let mut v = Rewriting::new(&ctx, ReaderOut::Write { ctl, blocks });
             let mut reading = ctl.reading();
-            let path = &pool.sources[i];
+            let path = &pool.paths[i];
             let bytes = read_trace_with(path, &mut v, &mut reading, pool.read_options)?;
             let found = base_in(v.header.iter().map(|(k, r)| (&k[..], &r[..])), path)?;
             if found.flatten() != ctx.base {

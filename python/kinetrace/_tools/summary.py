@@ -147,16 +147,17 @@ class Summary:
 
 
 def _rank(d: _RankFigures) -> RankSummary:
-    idle, compute, non_compute, kernel = d["temporal"]
+    # The native dicts use the dataclasses' field names (one name per figure, from
+    # src/tools/summary/report.rs): a figure added there but not here fails loudly.
     return RankSummary(
         rank=d["rank"],
         source=d["source"],
         rank_from=d["rank_from"],
-        temporal_breakdown=TemporalBreakdown(idle, compute, non_compute, kernel),
+        temporal_breakdown=TemporalBreakdown(**d["temporal_breakdown"]),
         kernel_types=dict(d["kernel_types"]),
-        kernels=tuple(KernelStats(*k) for k in d["kernels"]),
-        comm_comp_overlap_pct=d["overlap_pct"],
-        idle_time={s: StreamIdle(*v) for s, v in d["idle"]},
+        kernels=tuple(KernelStats(**k) for k in d["kernels"]),
+        comm_comp_overlap_pct=d["comm_comp_overlap_pct"],
+        idle_time={s: StreamIdle(**v) for s, v in d["idle_time"].items()},
         steps=tuple(Step(n, us) for n, us in d["steps"]),
         gpu_activities=d["gpu_activities"],
         events=d["events"],

@@ -18,15 +18,13 @@ pub(crate) mod table;
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 
 use crate::error::{Error, Result};
 use crate::json::render::push_json_string;
-use crate::output::interrupt::POLL;
 use crate::output::temps;
 use crate::read::events::{scan_trace, ReadOptions};
 use crate::read::ranks::{assign_ranks, RankFrom};
+use crate::read::sources::{Msg, Reader, Sources};
 
 use self::rows::{Rows, TABLES};
 use self::runs::Runs;
@@ -99,21 +97,10 @@ struct Converted {
 fn read_one(
     path: &Path,
     (options, spill_dir, spill_bytes): (ReadOptions, &Path, usize),
-    read: &AtomicU64,
-    stop: &AtomicBool,
+    reading: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<Converted> {
     let mut rows = Rows::new(spill_dir, spill_bytes);
-    let mut last = 0;
-    let mut progress = |at: u64| {
-        read.fetch_add(at.saturating_sub(last), Ordering::Relaxed);
-        last = at;
-        if stop.load(Ordering::Relaxed) {
-            Err(Error::Interrupted)
-        } else {
-            Ok(())
-        }
-    };
-    let end = scan_trace(path, &mut rows, &mut progress, options)?;
+    let end = scan_trace(path, &mut rows, reading, options)?;
     if let Some(invalid) = end.invalid {
         return Err(Error::trace_format(path, invalid));
     }
@@ -286,7 +273,7 @@ fn check_replaceable(out: &Path, force: bool) -> Result<()> {
     ))
 }
 
-/// Reads and writes every source on up to `options.threads` threads.
+/// Reads and writes every source on up to `options.threads` threads (`read::sources`).
 fn convert_all(
     sources: &[Named],
     tmp: &Path,
@@ -295,74 +282,23 @@ fn convert_all(
 ) -> Result<Vec<RankWritten>> {
     let paths: Vec<PathBuf> = sources.iter().map(|(p, _)| p.clone()).collect();
     let paths = &paths[..];
-    let workers = options.threads.clamp(1, paths.len());
-    let read_options = if paths.len() == 1 {
-        ReadOptions::default()
-    } else {
-        ReadOptions {
-            threads: 1,
-            ..ReadOptions::default()
-        }
+    // Nothing is sent but each file's report: no queue to bound.
+    let pool = Sources::new(paths, options.threads, 0);
+    let read_options = pool.read_options;
+    let work = |i: usize, reader: &Reader<'_, Msg<(), Done>>| {
+        let spill_dir = tmp.join(format!(".runs-{i:05}"));
+        let reading = (read_options, spill_dir.as_path(), options.spill_bytes);
+        let c = read_one(&paths[i], reading, &mut reader.reading())?;
+        let rank = crate::read::ranks::rank_of(&paths[i], c.distributed_rank, i);
+        let done = (c.distributed_rank, c.rows.counts(), c.json_bytes);
+        write_one(tmp, c, (i, &sources[i].1), rank, options, &|| {
+            reader.check()
+        })?;
+        let _ = fs::remove_dir(&spill_dir); // made only where a table spilled
+        Ok(done)
     };
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    let read = AtomicU64::new(0);
-    let (tx, rx) = mpsc::channel::<(usize, Result<Done>)>();
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            let tx = tx.clone();
-            let (next, stop, read) = (&next, &stop, &read);
-            scope.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= paths.len() || stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let check = || {
-                    if stop.load(Ordering::Relaxed) {
-                        Err(Error::Interrupted)
-                    } else {
-                        Ok(())
-                    }
-                };
-                let spill_dir = tmp.join(format!(".runs-{i:05}"));
-                let reading = (read_options, spill_dir.as_path(), options.spill_bytes);
-                let done = read_one(&paths[i], reading, read, stop).and_then(|c| {
-                    let rank = crate::read::ranks::rank_of(&paths[i], c.distributed_rank, i);
-                    let done = (c.distributed_rank, c.rows.counts(), c.json_bytes);
-                    write_one(tmp, c, (i, &sources[i].1), rank, options, &check)?;
-                    let _ = fs::remove_dir(&spill_dir); // made only where a table spilled
-                    Ok(done)
-                });
-                if tx.send((i, done)).is_err() {
-                    break;
-                }
-            });
-        }
-        drop(tx);
-        let mut done: Vec<Option<Done>> = vec![None; paths.len()];
-        let mut failure = None;
-        loop {
-            match rx.recv_timeout(POLL) {
-                Ok((i, Ok(d))) => done[i] = Some(d),
-                Ok((_, Err(e))) => {
-                    stop.store(true, Ordering::Relaxed);
-                    failure.get_or_insert(e);
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Err(e) = progress(read.load(Ordering::Relaxed)) {
-                        stop.store(true, Ordering::Relaxed);
-                        failure.get_or_insert(e);
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-        }
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        let done = done.into_iter().map(|d| d.expect("every file converted"));
-        ranked(sources, done.collect())
-    })
+    let done = pool.each(&work, progress)?;
+    ranked(sources, done)
 }
 
 /// Each source's report with its rank, refused when two sources claim one rank.

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::events::{Collected, GpuRow, Kind};
 use super::intervals::{intersection, length, sweep, union};
-use super::report::{label, us, Figures, IdleFigures, KernelFigures, Temporal};
+use super::report::{label, us, Figures, KernelStats, KernelTimes, StreamIdle, TemporalBreakdown};
 
 /// Below this gap (ns) between two activities of a stream, the GPU waited for the launch
 /// of the next one ("kernel wait").
@@ -28,20 +28,20 @@ fn spans(rows: &[GpuRow], kind: Option<Kind>) -> Vec<(i64, i64)> {
         .collect()
 }
 
-fn temporal(rows: &[GpuRow], all: &[(i64, i64)], compute: &[(i64, i64)]) -> Temporal {
+fn temporal(rows: &[GpuRow], all: &[(i64, i64)], compute: &[(i64, i64)]) -> TemporalBreakdown {
     let (Some(first), Some(last)) = (
         rows.iter().map(|r| r.start).min(),
         rows.iter().map(|r| r.end).max(),
     ) else {
-        return Temporal::default();
+        return TemporalBreakdown::default();
     };
     let busy = length(all);
     let compute = length(compute);
-    Temporal {
-        idle_us: us(last - first - busy),
-        compute_us: us(compute),
-        non_compute_us: us(busy - compute),
-        kernel_us: us(last - first),
+    TemporalBreakdown {
+        idle_time_us: us(last - first - busy),
+        compute_time_us: us(compute),
+        non_compute_time_us: us(busy - compute),
+        kernel_time_us: us(last - first),
     }
 }
 
@@ -54,7 +54,7 @@ fn kernel_types(unions: &[Vec<(i64, i64)>]) -> Vec<(String, f64)> {
         .collect()
 }
 
-fn kernels(c: &Collected) -> Vec<KernelFigures> {
+fn kernels(c: &Collected) -> Vec<KernelStats> {
     // name -> (kind, count, sum, min, max)
     let mut per: HashMap<u32, (Kind, u64, i64, i64, i64)> = HashMap::new();
     for r in &c.gpu {
@@ -65,19 +65,21 @@ fn kernels(c: &Collected) -> Vec<KernelFigures> {
         e.3 = e.3.min(d);
         e.4 = e.4.max(d);
     }
-    let mut out: Vec<(i64, KernelFigures)> = per
+    let mut out: Vec<(i64, KernelStats)> = per
         .into_iter()
         .map(|(name, (kind, count, sum, min, max))| {
             let mean = div_round_even(i128::from(sum), i128::from(count)) as i64;
             let name = String::from_utf8_lossy(&c.names.names[name as usize]).into_owned();
-            let f = KernelFigures {
+            let f = KernelStats {
                 name,
-                kind: kind.label(),
+                r#type: kind.label(),
                 count,
-                sum_us: us(sum),
-                mean_us: us(mean),
-                min_us: us(min),
-                max_us: us(max),
+                times: KernelTimes {
+                    sum_us: us(sum),
+                    mean_us: us(mean),
+                    min_us: us(min),
+                    max_us: us(max),
+                },
             };
             (sum, f)
         })
@@ -96,7 +98,7 @@ fn overlap_pct(comm: &[(i64, i64)], comp: &[(i64, i64)]) -> Option<f64> {
     Some(div_round_even(both * 10_000, i128::from(total)) as f64 / 100.0)
 }
 
-fn idle(c: &Collected) -> Vec<(String, IdleFigures)> {
+fn idle(c: &Collected) -> Vec<(String, StreamIdle)> {
     let mut streams: BTreeMap<i64, Vec<&GpuRow>> = BTreeMap::new();
     for r in &c.gpu {
         streams.entry(r.stream).or_default().push(r);
@@ -120,7 +122,7 @@ fn idle(c: &Collected) -> Vec<(String, IdleFigures)> {
                 }
                 max_end = max_end.max(r.end);
             }
-            let f = IdleFigures {
+            let f = StreamIdle {
                 host_wait_us: us(ns[0]),
                 kernel_wait_us: us(ns[1]),
                 other_us: us(ns[2]),
@@ -138,11 +140,11 @@ pub(crate) fn figures(c: &Collected) -> Figures {
         .map(|k| union(spans(&c.gpu, Some(k))))
         .collect();
     Figures {
-        temporal: temporal(&c.gpu, &all, &by_kind[0]),
+        temporal_breakdown: temporal(&c.gpu, &all, &by_kind[0]),
         kernel_types: kernel_types(&by_kind),
         kernels: kernels(c),
-        overlap_pct: overlap_pct(&by_kind[1], &by_kind[0]),
-        idle: idle(c),
+        comm_comp_overlap_pct: overlap_pct(&by_kind[1], &by_kind[0]),
+        idle_time: idle(c),
         gpu_activities: c.gpu.len() as u64,
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::events::{contains, is_communication, is_memory_name, Collected, HtaRow, Kind};
 use super::intervals::{intersection, length, sweep, union};
-use super::report::{label, Figures, IdleFigures, KernelFigures, Temporal};
+use super::report::{label, Figures, KernelStats, KernelTimes, StreamIdle, TemporalBreakdown};
 
 /// HTA's kernel-wait threshold (µs).
 const KERNEL_WAIT_US: f64 = 30.0;
@@ -95,22 +95,22 @@ fn spans(rows: &[(Row, Kind)], kind: Option<Kind>) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn temporal(all: &[(f64, f64)], compute: &[(f64, f64)]) -> Temporal {
+fn temporal(all: &[(f64, f64)], compute: &[(f64, f64)]) -> TemporalBreakdown {
     let (Some(first), Some(last)) = (all.first(), all.last()) else {
-        return Temporal::default();
+        return TemporalBreakdown::default();
     };
     let kernel = last.1 - first.0;
     let idle = kernel - length(all);
     let compute = length(compute);
-    Temporal {
-        idle_us: idle,
-        compute_us: compute,
-        non_compute_us: kernel - compute - idle,
-        kernel_us: kernel,
+    TemporalBreakdown {
+        idle_time_us: idle,
+        compute_time_us: compute,
+        non_compute_time_us: kernel - compute - idle,
+        kernel_time_us: kernel,
     }
 }
 
-fn kernels(c: &Collected, set: &[(Row, Kind)]) -> Vec<KernelFigures> {
+fn kernels(c: &Collected, set: &[(Row, Kind)]) -> Vec<KernelStats> {
     let mut per: HashMap<u32, (Kind, u64, f64, f64, f64)> = HashMap::new();
     for (r, k) in set.iter().filter(|(_, k)| *k != Kind::Other) {
         let d = r.dur;
@@ -120,28 +120,31 @@ fn kernels(c: &Collected, set: &[(Row, Kind)]) -> Vec<KernelFigures> {
         e.3 = e.3.min(d);
         e.4 = e.4.max(d);
     }
-    let mut out: Vec<KernelFigures> = per
+    let mut out: Vec<KernelStats> = per
         .into_iter()
-        .map(|(name, (kind, count, sum, min, max))| KernelFigures {
+        .map(|(name, (kind, count, sum, min, max))| KernelStats {
             name: String::from_utf8_lossy(&c.names.names[name as usize]).into_owned(),
-            kind: kind.label(),
+            r#type: kind.label(),
             count,
-            sum_us: sum,
-            mean_us: sum / count as f64,
-            min_us: min,
-            max_us: max,
+            times: KernelTimes {
+                sum_us: sum,
+                mean_us: sum / count as f64,
+                min_us: min,
+                max_us: max,
+            },
         })
         .collect();
     out.sort_by(|a, b| {
-        b.sum_us
-            .total_cmp(&a.sum_us)
+        b.times
+            .sum_us
+            .total_cmp(&a.times.sum_us)
             .then_with(|| a.name.cmp(&b.name))
     });
     out
 }
 
 /// Idle time per stream: rows sorted by start, each gap from the previous row's end.
-fn idle(rows: &[Row], runtime_ts: &dyn Fn(&Row) -> Option<f64>) -> Vec<(String, IdleFigures)> {
+fn idle(rows: &[Row], runtime_ts: &dyn Fn(&Row) -> Option<f64>) -> Vec<(String, StreamIdle)> {
     let mut streams: BTreeMap<i64, Vec<&Row>> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.src.stream != -1 && r.src.gpu_cat) {
         streams.entry(r.src.stream).or_default().push(r);
@@ -161,7 +164,7 @@ fn idle(rows: &[Row], runtime_ts: &dyn Fn(&Row) -> Option<f64>) -> Vec<(String, 
                 };
                 sums[k] += gap;
             }
-            let f = IdleFigures {
+            let f = StreamIdle {
                 host_wait_us: round2(sums[0]),
                 kernel_wait_us: round2(sums[1]),
                 other_us: round2(sums[2]),
@@ -208,15 +211,15 @@ pub(crate) fn figures(c: &Collected, filter: bool, round: bool) -> Figures {
     sweep(&by_kind, |mask, len| by_mask[mask as usize] += len.trunc());
     let comm = length(&by_kind[1]);
     Figures {
-        temporal: temporal(&all, &by_kind[0]),
+        temporal_breakdown: temporal(&all, &by_kind[0]),
         kernel_types: (1..8)
             .filter(|&m| by_mask[m] != 0.0)
             .map(|m| (label(m as u8), by_mask[m]))
             .collect(),
         kernels: kernels(c, &set),
-        overlap_pct: (comm > 0.0)
+        comm_comp_overlap_pct: (comm > 0.0)
             .then(|| round2(intersection(&by_kind[1], &by_kind[0]) / comm * 100.0)),
-        idle: idle(&rows, &runtime_ts),
+        idle_time: idle(&rows, &runtime_ts),
         gpu_activities: set.len() as u64,
     }
 }

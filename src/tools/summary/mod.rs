@@ -16,13 +16,11 @@ pub(crate) mod intervals;
 pub(crate) mod report;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 
 use crate::error::{Error, Result};
-use crate::output::interrupt::POLL;
 use crate::read::events::{scan_trace, ReadOptions};
 use crate::read::ranks::{assign_ranks, RankFrom};
+use crate::read::sources::{Msg, Reader, Sources};
 
 use self::events::{Collected, Rules};
 use self::report::RankSummary;
@@ -36,16 +34,14 @@ struct Read {
 
 /// Reads one file; a trace damaged after some events is kept as far as it reads, with a
 /// warning naming the file and the offset; one with no event read is refused.
-fn read_one(path: &Path, rules: Rules, options: ReadOptions, stop: &AtomicBool) -> Result<Read> {
+fn read_one(
+    path: &Path,
+    rules: Rules,
+    options: ReadOptions,
+    reading: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<Read> {
     let mut collected = Collected::new(rules);
-    let mut progress = |_| {
-        if stop.load(Ordering::Relaxed) {
-            Err(Error::Interrupted)
-        } else {
-            Ok(())
-        }
-    };
-    let end = scan_trace(path, &mut collected, &mut progress, options)?;
+    let end = scan_trace(path, &mut collected, reading, options)?;
     let warning = match end.invalid {
         None => None,
         Some(invalid) if collected.events == 0 => return Err(Error::trace_format(path, invalid)),
@@ -62,68 +58,21 @@ fn read_one(path: &Path, rules: Rules, options: ReadOptions, stop: &AtomicBool) 
     })
 }
 
-/// Reads every file on up to `threads` threads, in the order given; `progress` is called
-/// on the calling thread between waits (its error stops the readers).
+/// Reads every file on up to `threads` threads (`read::sources`), in the order given;
+/// `progress` is called on the calling thread between waits (its error stops the readers).
 fn read_all(
     paths: &[PathBuf],
     rules: Rules,
     threads: usize,
     progress: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<Read>> {
-    let workers = threads.clamp(1, paths.len().max(1));
-    let options = if paths.len() == 1 {
-        ReadOptions::default()
-    } else {
-        ReadOptions {
-            threads: 1,
-            ..ReadOptions::default()
-        }
+    // Nothing is sent but each file's result: no queue to bound.
+    let sources = Sources::new(paths, threads, 0);
+    let options = sources.read_options;
+    let work = |i: usize, reader: &Reader<'_, Msg<(), Read>>| {
+        read_one(&paths[i], rules, options, &mut reader.reading())
     };
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    let (tx, rx) = mpsc::channel::<(usize, Result<Read>)>();
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            let tx = tx.clone();
-            let (next, stop) = (&next, &stop);
-            scope.spawn(move || loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= paths.len() || stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let read = read_one(&paths[i], rules, options, stop);
-                if tx.send((i, read)).is_err() {
-                    break;
-                }
-            });
-        }
-        drop(tx);
-        let mut reads: Vec<Option<Read>> = (0..paths.len()).map(|_| None).collect();
-        let mut failure = None;
-        loop {
-            match rx.recv_timeout(POLL) {
-                Ok((i, Ok(read))) => reads[i] = Some(read),
-                Ok((_, Err(e))) => {
-                    stop.store(true, Ordering::Relaxed);
-                    failure.get_or_insert(e);
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Err(e) = progress() {
-                        stop.store(true, Ordering::Relaxed);
-                        failure.get_or_insert(e);
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-        }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(reads
-                .into_iter()
-                .map(|r| r.expect("every file read"))
-                .collect()),
-        }
-    })
+    sources.each(&work, &mut |_| progress())
 }
 
 /// Ranks as `merge` gives them (`read/ranks.rs`).
@@ -261,10 +210,15 @@ mod tests {
         let out = summarize(&[path], Rules::Exact, 2, &mut no_progress()).unwrap();
         let r = &out[0];
         assert_eq!((r.rank, r.rank_from), (2, "distributedInfo"));
-        let t = r.figures.temporal;
+        let t = r.figures.temporal_breakdown;
         // span 10.5 .. 61.375; busy 20.25 + (60.125 .. 61.375) = 21.5; compute 20.75.
         assert_eq!(
-            (t.kernel_us, t.idle_us, t.compute_us, t.non_compute_us),
+            (
+                t.kernel_time_us,
+                t.idle_time_us,
+                t.compute_time_us,
+                t.non_compute_time_us
+            ),
             (50.875, 29.375, 20.75, 0.75)
         );
         assert_eq!(
@@ -276,9 +230,12 @@ mod tests {
             ]
         );
         let gemm = &r.figures.kernels[0];
-        assert_eq!((gemm.count, gemm.sum_us, gemm.mean_us), (2, 20.75, 10.375));
+        assert_eq!(
+            (gemm.count, gemm.times.sum_us, gemm.times.mean_us),
+            (2, 20.75, 10.375)
+        );
         // The second gemm was launched (50) after the first ended (30.75): host wait.
-        assert_eq!(r.figures.idle[0].1.host_wait_us, 29.375);
+        assert_eq!(r.figures.idle_time[0].1.host_wait_us, 29.375);
         assert_eq!(r.steps, vec![("ProfilerStep#4".to_string(), 100.25)]);
     }
 
@@ -297,7 +254,10 @@ mod tests {
             .iter()
             .find(|k| k.name == "gemm")
             .unwrap();
-        assert_eq!((gemm.min_us, gemm.max_us, gemm.sum_us), (-1.0, 19.0, 18.0));
+        assert_eq!(
+            (gemm.times.min_us, gemm.times.max_us, gemm.times.sum_us),
+            (-1.0, 19.0, 18.0)
+        );
         let both = [a, b];
         let err = summarize(&both, Rules::Exact, 2, &mut no_progress()).unwrap_err();
         assert!(err.to_string().contains("are both rank 2"), "{err}");

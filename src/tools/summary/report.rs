@@ -1,46 +1,67 @@
 //! The figures of one rank, in µs, as the bindings hand them to Python.
+//!
+//! One name per figure: each field here is named as the Python dataclass field and the
+//! JSON key of `kinetrace summary --json` (`docs/summary.md`), and `named()` gives the
+//! binding those names, so a figure is added in one struct and one list (CONTRIBUTING,
+//! "Adding a summary figure").
 
 use std::path::PathBuf;
 
-/// One GPU activity name's totals.
+/// A struct of figures in µs and `named()`: each field with its name, the name the binding,
+/// the Python dataclass and the JSON use (written once, here).
+macro_rules! figures {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq)]
+        pub(crate) struct $name {
+            $($(#[$fmeta])* pub(crate) $field: f64,)+
+        }
+
+        impl $name {
+            /// Each field with its name, in declaration order.
+            pub(crate) fn named(&self) -> Vec<(&'static str, f64)> {
+                vec![$((stringify!($field), self.$field)),+]
+            }
+        }
+    };
+}
+
+/// One GPU activity name's totals (`kinetrace.KernelStats`: `name`, `type`, `count` and
+/// the times, flat).
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct KernelFigures {
+pub(crate) struct KernelStats {
     pub(crate) name: String,
-    pub(crate) kind: &'static str,
+    /// COMPUTATION, COMMUNICATION or MEMORY.
+    pub(crate) r#type: &'static str,
     pub(crate) count: u64,
-    pub(crate) sum_us: f64,
-    pub(crate) mean_us: f64,
-    pub(crate) min_us: f64,
-    pub(crate) max_us: f64,
+    pub(crate) times: KernelTimes,
 }
 
-/// A stream's idle time by cause.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct IdleFigures {
-    pub(crate) host_wait_us: f64,
-    pub(crate) kernel_wait_us: f64,
-    pub(crate) other_us: f64,
+figures! {
+    /// An activity name's time: total, mean, shortest and longest.
+    KernelTimes { sum_us, mean_us, min_us, max_us }
 }
 
-/// idle, compute, non-compute and kernel time.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct Temporal {
-    pub(crate) idle_us: f64,
-    pub(crate) compute_us: f64,
-    pub(crate) non_compute_us: f64,
-    pub(crate) kernel_us: f64,
+figures! {
+    /// A stream's idle time by cause (`kinetrace.StreamIdle`).
+    StreamIdle { host_wait_us, kernel_wait_us, other_us }
+}
+
+figures! {
+    /// Idle, compute, non-compute and kernel time (`kinetrace.TemporalBreakdown`).
+    TemporalBreakdown { idle_time_us, compute_time_us, non_compute_time_us, kernel_time_us }
 }
 
 /// The figures a rule set computes for one rank.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Figures {
-    pub(crate) temporal: Temporal,
+    pub(crate) temporal_breakdown: TemporalBreakdown,
     /// label -> µs, in the order COMPUTATION, COMMUNICATION, MEMORY masks.
     pub(crate) kernel_types: Vec<(String, f64)>,
-    pub(crate) kernels: Vec<KernelFigures>,
-    pub(crate) overlap_pct: Option<f64>,
+    pub(crate) kernels: Vec<KernelStats>,
+    pub(crate) comm_comp_overlap_pct: Option<f64>,
     /// stream (decimal) -> idle time, streams in numeric order.
-    pub(crate) idle: Vec<(String, IdleFigures)>,
+    pub(crate) idle_time: Vec<(String, StreamIdle)>,
     pub(crate) gpu_activities: u64,
 }
 
