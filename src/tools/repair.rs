@@ -52,7 +52,7 @@ use crate::output::sink::{Encoding, Sink};
 use crate::read::events::{read_trace, Event, Form, Visitor};
 use crate::read::members::Source;
 use crate::tools::check::{self, CheckOptions, FindingKind};
-use crate::tools::overlap::{self, Overlaps, Phase};
+use crate::tools::overlap::{self, Overlaps};
 use crate::tools::report::{Counted, ReportKind, Tally};
 
 /// Most bytes of one event or top-level value the tolerant reader holds.
@@ -920,8 +920,6 @@ fn copy_text(
 /// The first pass of untangling: the overlap rule with lanes, and what lanes are named by.
 struct Survey {
     overlaps: Overlaps,
-    track: Vec<u8>,
-    track_thread: Vec<u8>,
     /// Largest numeric `tid` (or `pid`) per `pid` (type-tagged).
     max_tid: HashMap<Box<[u8]>, u64>,
     /// `thread_name` (raw JSON string) and `thread_sort_index` (raw value) per thread key.
@@ -956,55 +954,19 @@ impl Visitor for Survey {
                 None => {}
             }
         }
-        let phase = match (ev.ph, ev.ts, ev.dur) {
-            (b"X", Some(ts), Some(dur)) if overlap::to_ns(dur) >= 0 => {
-                Some((ts, Phase::Complete(overlap::to_ns(dur))))
-            }
-            (b"B", Some(ts), _) => Some((ts, Phase::Begin)),
-            (b"E", Some(ts), _) => Some((ts, Phase::End)),
-            _ => None,
+        self.overlaps.feed(ev);
+        if !ev.is_metadata() {
+            return Ok(());
+        }
+        let (map, field) = match ev.name {
+            b"thread_name" => (&mut self.names, &b"name"[..]),
+            b"thread_sort_index" => (&mut self.sort_indices, &b"sort_index"[..]),
+            _ => return Ok(()),
         };
-        if let Some((ts, phase)) = phase {
-            if self.track_thread != ev.thread_key {
-                self.track_thread.clear();
-                self.track_thread.extend_from_slice(ev.thread_key);
-                overlap::track_key(ev.pid_key, tid, &mut self.track);
-            }
-            let hash = |t: &[u8]| {
-                use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-                if t.is_empty() {
-                    0
-                } else {
-                    BuildHasherDefault::<DefaultHasher>::default().hash_one(t) | 1
-                }
-            };
-            let (name, cat) = match phase {
-                Phase::Complete(_) => (0, 0),
-                Phase::Begin if ev.name.is_empty() => (hash(b"[No name]"), 0),
-                _ => (hash(ev.name), hash(ev.cat.unwrap_or("").as_bytes())),
-            };
-            self.overlaps.add(
-                &self.track,
-                ev.pid_key,
-                tid,
-                overlap::to_ns(ts),
-                phase,
-                name,
-                cat,
-                ev.index,
-                ev.offset,
-            );
-        } else if ev.is_metadata() {
-            let (map, field) = match ev.name {
-                b"thread_name" => (&mut self.names, &b"name"[..]),
-                b"thread_sort_index" => (&mut self.sort_indices, &b"sort_index"[..]),
-                _ => return Ok(()),
-            };
-            let value = member(ev.raw, b"args", First).and_then(|a| member(a, field, First));
-            if let Some(v) = value {
-                if !map.contains_key(ev.thread_key) && map.len() < check::MAX_DISTINCT {
-                    map.insert(ev.thread_key.into(), v.into());
-                }
+        let value = member(ev.raw, b"args", First).and_then(|a| member(a, field, First));
+        if let Some(v) = value {
+            if !map.contains_key(ev.thread_key) && map.len() < check::MAX_DISTINCT {
+                map.insert(ev.thread_key.into(), v.into());
             }
         }
         Ok(())
@@ -1268,8 +1230,6 @@ fn untangle(
 ) -> Result<RepairReport> {
     let mut survey = Survey {
         overlaps: Overlaps::new(examples, true),
-        track: Vec::new(),
-        track_thread: Vec::new(),
         max_tid: HashMap::new(),
         names: HashMap::new(),
         sort_indices: HashMap::new(),
