@@ -604,6 +604,60 @@ mod tests {
         assert_eq!(dropped(&[(0.0, 10.0), (5.0, 10.0), (12.0, 1.0)]), vec![1]);
     }
 
+    /// An event on thread (1, 2) as the reader gives it.
+    fn event(ph: &'static [u8], ts: Option<f64>, dur: Option<f64>, index: u64) -> Event<'static> {
+        Event {
+            raw: b"{}",
+            ph,
+            cat: None,
+            name: b"",
+            pid_key: b"n1",
+            thread_key: b"n1\0n2",
+            ts,
+            dur,
+            flow_key: None,
+            offset: index,
+            index,
+            values: [(0, 0); 8],
+        }
+    }
+
+    #[test]
+    fn the_feed_tells_slices_from_the_rest() {
+        let mut o = Overlaps::new(10, false);
+        let fed: Vec<Fed> = [
+            event(b"X", Some(0.0), Some(10.0), 0),
+            // Rounds to 0 ns: a slice, as in Perfetto.
+            event(b"X", Some(1.0), Some(-0.0004), 1),
+            event(b"X", Some(1.0), Some(-0.0006), 2),
+            event(b"X", None, None, 3),
+            event(b"X", None, Some(1.0), 4),
+            event(b"B", None, None, 5),
+            event(b"i", Some(1.0), None, 6),
+            // Starts inside the first and ends after it: dropped.
+            event(b"X", Some(5.0), Some(10.0), 7),
+        ]
+        .iter()
+        .map(|ev| o.feed(ev))
+        .collect();
+        assert_eq!(
+            fed,
+            [
+                Fed::Slice,
+                Fed::Slice,
+                Fed::NegativeDuration(-0.0006),
+                Fed::NoDuration,
+                Fed::Other,
+                Fed::Other,
+                Fed::Other,
+                Fed::Slice,
+            ]
+        );
+        o.finish();
+        assert_eq!(o.tracks.len(), 1);
+        assert_eq!(o.examples.iter().map(|d| d.index).collect::<Vec<_>>(), [7]);
+    }
+
     #[test]
     fn times_convert_as_perfetto_does() {
         assert_eq!(to_ns(1.0), 1000);
