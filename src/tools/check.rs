@@ -37,7 +37,7 @@ use crate::json::object::{member, Duplicates::First};
 use crate::json::render::quoted;
 use crate::read::events::{scan_trace, Event, Form, NotAnEvent, ReadEnd, ReadOptions, Visitor};
 use crate::read::members::Source;
-use crate::tools::overlap::{self, Overlaps, Phase};
+use crate::tools::overlap::{self, Fed, Overlaps};
 use crate::tools::report::{Counted, Place, ReportKind, Tally};
 
 /// Most distinct keys kept in each counting map. Past it, new values are not counted and
@@ -431,15 +431,6 @@ fn us(ns: i64) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A 64-bit hash of a name or category (0 for none), for matching `E` with `B`.
-fn name_hash(text: &[u8]) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-    if text.is_empty() {
-        return 0;
-    }
-    BuildHasherDefault::<DefaultHasher>::default().hash_one(text) | 1
-}
-
 /// The check's visitor over the events.
 struct Checker {
     summary: Summary,
@@ -450,9 +441,6 @@ struct Checker {
     flows: HashMap<Box<[u8]>, OpenFlow>,
     flows_untracked: u64,
     overlaps: Overlaps,
-    /// The track key of the last thread seen, and that thread.
-    track: Vec<u8>,
-    track_thread: Vec<u8>,
     names: HashMap<Box<[u8]>, Named>,
     names_truncated: bool,
     tallies: Tally<FindingKind>,
@@ -469,8 +457,6 @@ impl Checker {
             flows: HashMap::new(),
             flows_untracked: 0,
             overlaps: Overlaps::new(examples, false),
-            track: Vec::new(),
-            track_thread: Vec::new(),
             names: HashMap::new(),
             names_truncated: false,
             tallies: Tally::new(examples),
@@ -603,36 +589,6 @@ impl Checker {
         }
     }
 
-    /// A slice event for the overlap rule.
-    fn slice(&mut self, ev: &Event<'_>, ts: f64, phase: Phase) {
-        if self.track_thread != ev.thread_key {
-            self.track_thread.clear();
-            self.track_thread.extend_from_slice(ev.thread_key);
-            let tid = &ev.thread_key[ev.pid_key.len() + 1..];
-            overlap::track_key(ev.pid_key, tid, &mut self.track);
-        }
-        let (name, cat) = match phase {
-            Phase::Complete(_) => (0, 0),
-            Phase::Begin if ev.name.is_empty() => (name_hash(b"[No name]"), 0),
-            _ => (
-                name_hash(ev.name),
-                name_hash(ev.cat.unwrap_or("").as_bytes()),
-            ),
-        };
-        let tid = &ev.thread_key[ev.pid_key.len() + 1..];
-        self.overlaps.add(
-            &self.track,
-            ev.pid_key,
-            tid,
-            overlap::to_ns(ts),
-            phase,
-            name,
-            cat,
-            ev.index,
-            ev.offset,
-        );
-    }
-
     /// The unpaired flows (in file order), once every event is read.
     fn unpaired_flows(&mut self, complete: bool) {
         let mut open: Vec<(Box<[u8]>, OpenFlow)> =
@@ -747,21 +703,20 @@ impl Visitor for Checker {
             }
         }
         if is_x {
-            match (ev.ts, ev.dur) {
-                (_, None) => self.tally(
+            match self.overlaps.feed(ev) {
+                Fed::NoDuration => self.tally(
                     FindingKind::MissingDurations,
                     ev.offset,
                     Some(ev.index),
                     || format!("{} has no numeric \"dur\"", describe(ev)),
                 ),
-                (_, Some(dur)) if overlap::to_ns(dur) < 0 => self.tally(
+                Fed::NegativeDuration(dur) => self.tally(
                     FindingKind::NegativeDurations,
                     ev.offset,
                     Some(ev.index),
                     || format!("{} has \"dur\" {dur}", describe(ev)),
                 ),
-                (Some(ts), Some(dur)) => self.slice(ev, ts, Phase::Complete(overlap::to_ns(dur))),
-                (None, Some(_)) => {}
+                Fed::Slice | Fed::Other => {}
             }
         } else if let Some(key) = ev.flow_key {
             let id = &key[4 + u32::from_le_bytes(key[..4].try_into().expect("4 bytes")) as usize..];
@@ -773,9 +728,9 @@ impl Visitor for Checker {
             }
         } else if ph == b"M" {
             self.metadata(ev);
-        } else if let (b"B" | b"E", Some(ts)) = (ph, ev.ts) {
-            let phase = if ph == b"B" { Phase::Begin } else { Phase::End };
-            self.slice(ev, ts, phase);
+        } else {
+            // `B` and `E` (the rule tells which events are its slices).
+            self.overlaps.feed(ev);
         }
         Ok(())
     }

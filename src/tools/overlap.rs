@@ -28,6 +28,10 @@
 //! event at or after `t` would pop, and is popped by it before anything else is compared
 //! (the differential tests' reference keeps them and agrees). So they are left out here.
 //!
+//! Events come in through [`Overlaps::feed`], the one place a trace event becomes an input
+//! of the rule (which events are slices, times in ns, the track key, the `B`/`E` names), for
+//! `check`'s finding and `repair --untangle`'s survey alike.
+//!
 //! Order and memory: events are buffered per track (48 bytes each) and taken in the order
 //! above. When more than [`PENDING_CAP`] are buffered, each track's earliest half is taken;
 //! an event that sorts before what its track has already taken (far out of order in the
@@ -37,6 +41,8 @@
 //! `--untangle` one stack per extra lane plus about 30 bytes per moved event.
 
 use std::collections::HashMap;
+
+use crate::read::events::Event;
 
 /// Events buffered over all tracks before the earliest are taken (48 MiB of records).
 pub(crate) const PENDING_CAP: usize = 1 << 20;
@@ -123,9 +129,26 @@ pub(crate) struct Track {
     taken: Option<(i64, i64, u64)>,
 }
 
+/// What an event is to the rule (steps 1 and 3 of the module docs), as [`Overlaps::feed`]
+/// tells it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Fed {
+    /// An `X` (`dur` >= 0 ns), `B` or `E` with a `ts`: added to its track.
+    Slice,
+    /// An `X` without a numeric `dur` (Perfetto drops it).
+    NoDuration,
+    /// An `X` whose `dur` (µs, as read) is negative in ns (`slice_negative_duration`).
+    NegativeDuration(f64),
+    /// Not a slice: another phase, or no numeric `ts`.
+    Other,
+}
+
 /// The rule over every track of a trace (see the module docs).
 pub(crate) struct Overlaps {
     pub(crate) tracks: Vec<Track>,
+    /// The thread key (`Event::thread_key`) of the last event fed, and its track key.
+    fed_thread: Vec<u8>,
+    fed_key: Vec<u8>,
     by_key: HashMap<Box<[u8]>, usize>,
     /// The track of the last event (events come in runs on one thread).
     last: Option<usize>,
@@ -146,7 +169,7 @@ pub(crate) struct Overlaps {
 }
 
 /// An integer time in ns from a time in µs as Perfetto's JSON importer converts it.
-pub(crate) fn to_ns(us: f64) -> i64 {
+fn to_ns(us: f64) -> i64 {
     if us == us.trunc() {
         (us as i64).saturating_mul(1000)
     } else {
@@ -185,7 +208,7 @@ fn coerce(tagged: &[u8], out: &mut Vec<u8>) -> bool {
 
 /// The track key of an event with `pid_key` and `tid_key` (type-tagged, empty when
 /// absent), written into `out`.
-pub(crate) fn track_key(pid_key: &[u8], tid_key: &[u8], out: &mut Vec<u8>) {
+fn track_key(pid_key: &[u8], tid_key: &[u8], out: &mut Vec<u8>) {
     out.clear();
     if !coerce(pid_key, out) {
         out.push(b'n');
@@ -197,6 +220,35 @@ pub(crate) fn track_key(pid_key: &[u8], tid_key: &[u8], out: &mut Vec<u8>) {
         // No tid: the pid's value.
         out.extend_from_within(..pid_len);
     }
+}
+
+/// The slice `ev` is to the rule, its `ts` in ns and its phase, or what else it is.
+fn slice_of(ev: &Event<'_>) -> Result<(i64, Phase), Fed> {
+    let phase = match ev.ph {
+        b"X" => {
+            let Some(dur) = ev.dur else {
+                return Err(Fed::NoDuration);
+            };
+            let d = to_ns(dur);
+            if d < 0 {
+                return Err(Fed::NegativeDuration(dur));
+            }
+            Phase::Complete(d)
+        }
+        b"B" => Phase::Begin,
+        b"E" => Phase::End,
+        _ => return Err(Fed::Other),
+    };
+    ev.ts.map(|ts| (to_ns(ts), phase)).ok_or(Fed::Other)
+}
+
+/// A 64-bit hash of a name or category (0 for none), for matching `E` with `B`.
+fn name_hash(text: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    if text.is_empty() {
+        return 0;
+    }
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(text) | 1
 }
 
 /// What the stack walk decided for a new slice.
@@ -256,6 +308,8 @@ impl Overlaps {
     pub(crate) fn new(examples_cap: usize, untangle: bool) -> Self {
         Overlaps {
             tracks: Vec::new(),
+            fed_thread: Vec::new(),
+            fed_key: Vec::new(),
             by_key: HashMap::new(),
             last: None,
             pending: 0,
@@ -269,10 +323,40 @@ impl Overlaps {
         }
     }
 
+    /// Adds `ev` to its track when it is a slice; says what it is to the rule.
+    pub(crate) fn feed(&mut self, ev: &Event<'_>) -> Fed {
+        let (ts, phase) = match slice_of(ev) {
+            Ok(slice) => slice,
+            Err(other) => return other,
+        };
+        // `thread_key` is `pid_key`, a 0, then the type-tagged `tid` (empty when absent).
+        let tid = &ev.thread_key[ev.pid_key.len() + 1..];
+        if self.fed_thread != ev.thread_key {
+            self.fed_thread.clear();
+            self.fed_thread.extend_from_slice(ev.thread_key);
+            track_key(ev.pid_key, tid, &mut self.fed_key);
+        }
+        let (name, cat) = match phase {
+            Phase::Complete(_) => (0, 0),
+            Phase::Begin if ev.name.is_empty() => (name_hash(b"[No name]"), 0),
+            _ => (
+                name_hash(ev.name),
+                name_hash(ev.cat.unwrap_or("").as_bytes()),
+            ),
+        };
+        // Taken out for the call (no copy), as `add` borrows all of `self`.
+        let key = std::mem::take(&mut self.fed_key);
+        self.add(
+            &key, ev.pid_key, tid, ts, phase, name, cat, ev.index, ev.offset,
+        );
+        self.fed_key = key;
+        Fed::Slice
+    }
+
     /// Adds a slice event on the track `key` (see [`track_key`]; `pid_key`/`tid_key` as
     /// written, kept for reports) at `ts` ns.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn add(
+    fn add(
         &mut self,
         key: &[u8],
         pid_key: &[u8],
@@ -518,6 +602,60 @@ mod tests {
     fn a_dropped_slice_is_not_on_the_stack() {
         // B is dropped, so C (inside B's span, not A's) only has to nest in nothing.
         assert_eq!(dropped(&[(0.0, 10.0), (5.0, 10.0), (12.0, 1.0)]), vec![1]);
+    }
+
+    /// An event on thread (1, 2) as the reader gives it.
+    fn event(ph: &'static [u8], ts: Option<f64>, dur: Option<f64>, index: u64) -> Event<'static> {
+        Event {
+            raw: b"{}",
+            ph,
+            cat: None,
+            name: b"",
+            pid_key: b"n1",
+            thread_key: b"n1\0n2",
+            ts,
+            dur,
+            flow_key: None,
+            offset: index,
+            index,
+            values: [(0, 0); 8],
+        }
+    }
+
+    #[test]
+    fn the_feed_tells_slices_from_the_rest() {
+        let mut o = Overlaps::new(10, false);
+        let fed: Vec<Fed> = [
+            event(b"X", Some(0.0), Some(10.0), 0),
+            // Rounds to 0 ns: a slice, as in Perfetto.
+            event(b"X", Some(1.0), Some(-0.0004), 1),
+            event(b"X", Some(1.0), Some(-0.0006), 2),
+            event(b"X", None, None, 3),
+            event(b"X", None, Some(1.0), 4),
+            event(b"B", None, None, 5),
+            event(b"i", Some(1.0), None, 6),
+            // Starts inside the first and ends after it: dropped.
+            event(b"X", Some(5.0), Some(10.0), 7),
+        ]
+        .iter()
+        .map(|ev| o.feed(ev))
+        .collect();
+        assert_eq!(
+            fed,
+            [
+                Fed::Slice,
+                Fed::Slice,
+                Fed::NegativeDuration(-0.0006),
+                Fed::NoDuration,
+                Fed::Other,
+                Fed::Other,
+                Fed::Other,
+                Fed::Slice,
+            ]
+        );
+        o.finish();
+        assert_eq!(o.tracks.len(), 1);
+        assert_eq!(o.examples.iter().map(|d| d.index).collect::<Vec<_>>(), [7]);
     }
 
     #[test]

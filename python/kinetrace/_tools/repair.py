@@ -1,7 +1,7 @@
 """:func:`repair_trace` (``kinetrace repair``): the best loadable trace a damaged file holds.
 
 The source (``.json``, or gzip with any number of members) is streamed through Rust with the
-GIL released (``src/tools/repair.rs``, the tolerant reader in ``src/json/tolerant.rs``) and never
+GIL released (``src/tools/repair/``, the tolerant reader in ``src/json/tolerant.rs``) and never
 modified; the destination appears atomically, or not at all. What is changed, each counted
 with its first places (:class:`Change`):
 
