@@ -11,8 +11,10 @@
 //!   exception).
 //! - `tools`: the tools over existing trace files: `tools::check` (trace rules),
 //!   `tools::repair`, `tools::compress`, `tools::split` (`split` / `filter`, and `keep=` /
-//!   `split_mb=` at export time), `tools::merge`, `tools::summary` (where each rank's GPU
-//!   time went: `tools::summary::{events, intervals, exact, hta, report}`), `tools::parquet`
+//!   `split_mb=` at export time), `tools::merge` (many traces on one timeline, a file per
+//!   pass or concern: `tools::merge::{probe, steps, survey, rewrite, write, ids, names, ranks,
+//!   record, readers, tests}`), `tools::summary` (where each rank's GPU time went:
+//!   `tools::summary::{events, intervals, exact, hta, report}`), `tools::parquet`
 //!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`); `tools::overlap`
 //!   (Perfetto's rule for overlapping slices), `tools::parts` (the time-window plan and part
 //!   writers split and merge share) and `tools::report` (one kind counted with its first
