@@ -10,9 +10,12 @@
 //!   with `python::interrupt` (the one way a binding waits) and `python::errors` (error to
 //!   exception).
 //! - `tools`: the tools over existing trace files: `tools::check` (trace rules),
-//!   `tools::repair` (`tools::repair::{copy, tolerant, untangle, tests}`), `tools::compress`, `tools::split` (`split` / `filter`, and `keep=` /
-//!   `split_mb=` at export time), `tools::merge`, `tools::summary` (where each rank's GPU
-//!   time went: `tools::summary::{events, intervals, exact, hta, report}`), `tools::parquet`
+//!   `tools::repair` (`tools::repair::{copy, tolerant, untangle, tests}`), `tools::compress`,
+//!   `tools::split` (`split` / `filter`, and `keep=` / `split_mb=` at export time),
+//!   `tools::merge` (many traces on one timeline, a file per pass or concern:
+//!   `tools::merge::{probe, steps, survey, rewrite, write, ids, names, ranks, record,
+//!   tests}`), `tools::summary` (where each rank's GPU time went:
+//!   `tools::summary::{events, intervals, exact, hta, report}`), `tools::parquet`
 //!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`); `tools::overlap`
 //!   (Perfetto's rule for overlapping slices, fed by check and repair alike), `tools::parts` (the time-window plan and part
 //!   writers split and merge share) and `tools::report` (one kind counted with its first

@@ -299,7 +299,7 @@ SUPER_PATH = re.compile(rf"\bsuper::({RUST_PATH})")
 
 
 def rust_module(path: Path) -> tuple[str, ...]:
-    """``("tools", "merge")`` for ``src/tools/merge.rs``, ``("output", "gzip")`` for
+    """``("tools", "split")`` for ``src/tools/split.rs``, ``("output", "gzip")`` for
     ``src/output/gzip/mod.rs``; ``()`` for ``src/lib.rs``."""
     parts = list(path.relative_to(SRC).with_suffix("").parts)
     if parts == ["lib"]:

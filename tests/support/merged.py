@@ -1,4 +1,4 @@
-"""What a merged trace must hold, computed independently of the merge (``src/tools/merge.rs``).
+"""What a merged trace must hold, computed independently of the merge (``src/tools/merge/``).
 
 ``expected_events(merged, sources)`` applies the documented mapping to every source event:
 ``pid`` -> the merged pid the ``kinetrace_merge`` record lists for (rank, source pid);

@@ -14,7 +14,7 @@ in Rust with the GIL released, several at once, and writes one trace in which:
 - the ``kinetrace_merge`` key holds, per rank, its source, rank, offsets, pid map and every
   top-level key of the source (``deviceProperties``, ``distributedInfo``, ...).
 
-See ``src/tools/merge.rs`` for the rules, the passes and the memory bound.
+See ``src/tools/merge/mod.rs`` for the rules, the passes and the memory bound.
 """
 
 from __future__ import annotations
