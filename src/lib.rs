@@ -13,7 +13,10 @@
 //!   `tools::repair`, `tools::compress`, `tools::split` (`split` / `filter`, and `keep=` /
 //!   `split_mb=` at export time), `tools::merge`, `tools::summary` (where each rank's GPU
 //!   time went: `tools::summary::{events, intervals, exact, hta, report}`), `tools::parquet`
-//!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`); `tools::overlap`
+//!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`), `tools::ops`
+//!   (FLOPs and bytes of each operator from its recorded shapes, per family:
+//!   `tools::ops::{args, dtype, gemm, elementwise, reduce, norm, conv, attention,
+//!   reference_tests}`); `tools::overlap`
 //!   (Perfetto's rule for overlapping slices), `tools::parts` (the time-window plan and part
 //!   writers split and merge share) and `tools::report` (one kind counted with its first
 //!   places: check's findings and repair's changes, and the collector of both).
@@ -27,7 +30,9 @@
 //!   trace's events in order, read in parallel chunks where the file allows; the one place
 //!   the top level is decided: an object with `traceEvents`, or the JSON Array Format),
 //!   `read::filter` (which events a filter keeps, flow ends bound to their events),
-//!   `read::ranks` (which rank a file is, for `merge` and `summary`).
+//!   `read::ranks` (which rank a file is, for `merge` and `summary`), `read::attribution`
+//!   (the GPU work each CPU operator owns: `read::attribution::{collect, tree, tests}`,
+//!   for `ops` and `diff`).
 //! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast
 //!   path over text in memory), `json::tolerant` (the tolerant reader of `repair`),
 //!   `json::render` (numbers and strings), `json::object` (members of an object's text),

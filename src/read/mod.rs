@@ -1,7 +1,11 @@
 //! Trace files in: the decompressed bytes of plain or multi-member gzip input (`members`), a
 //! trace's header and events in order, told to a visitor (`events`), and which events a
-//! filter keeps, with the binding of flow ends to their events (`filter`), and which rank a file is (`ranks`).
+//! filter keeps, with the binding of flow ends to their events (`filter`), which rank a file is (`ranks`), and which GPU work
+//! each CPU operator owns (`attribution`).
 
+// Reached from the bindings through `tools::ops` once `kinetrace.ops` binds it.
+#[cfg_attr(feature = "python", allow(dead_code))]
+pub(crate) mod attribution;
 pub(crate) mod events;
 pub(crate) mod filter;
 pub(crate) mod members;

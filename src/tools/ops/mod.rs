@@ -1,0 +1,236 @@
+//! `ops`: how much work each CPU operator's GPU time did: FLOPs and bytes from the shapes
+//! the trace records (`Input Dims`, `Input type`, `Concrete Inputs`), per operator family
+//! (`gemm`, `elementwise`, `reduce`, `norm`, `conv`, `attention`; bytes per element in
+//! `dtype`, the recorded inputs parsed by `args`), over the GPU time attribution
+//! (`crate::read::attribution`) gives each operator.
+//!
+//! Under the `tracelens` rules the rows are TraceLens's per-instance family tables, quirks
+//! included: every operator whose name has a model, at any depth (a `layer_norm` and the
+//! `native_layer_norm` inside it both, on the same kernels), and for the families with a
+//! backward table a second row per operator with a linked backward frame, timed by that
+//! frame's kernels.
+
+pub(crate) mod args;
+mod attention;
+mod conv;
+mod dtype;
+mod elementwise;
+mod gemm;
+mod norm;
+mod reduce;
+
+use std::path::Path;
+
+use crate::error::Result;
+use crate::read::attribution::{attribute, tree, Attribution, Op};
+use crate::read::events::ReadOptions;
+use args::{Inputs, Model};
+
+/// An operator's work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Figures {
+    pub(crate) flops: f64,
+    /// `None` where a dtype's size is unknown.
+    pub(crate) bytes: Option<f64>,
+}
+
+/// The family tables (TraceLens's sheet names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Table {
+    Gemm,
+    UnaryElementwise,
+    BinaryElementwise,
+    Normalization,
+    Reduce,
+    Conv,
+    Sdpa,
+}
+
+impl Table {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Table::Gemm => "GEMM",
+            Table::UnaryElementwise => "UnaryElementwise",
+            Table::BinaryElementwise => "BinaryElementwise",
+            Table::Normalization => "Normalization",
+            Table::Reduce => "Reduce",
+            Table::Conv => "CONV",
+            Table::Sdpa => "SDPA",
+        }
+    }
+}
+
+type Compute = fn(&Inputs) -> Model<Figures>;
+
+/// A family's model for one operator name: its table, forward figures and, for the
+/// families with a backward table, the figures of its backward.
+struct Family {
+    table: Table,
+    forward: Compute,
+    backward: Option<Compute>,
+}
+
+const UNARY: [&str; 11] = [
+    "aten::copy",
+    "aten::copy_",
+    "aten::clamp_min",
+    "aten::clamp_min_",
+    "aten::clamp_max",
+    "aten::clamp_max_",
+    "aten::sigmoid",
+    "aten::rsqrt",
+    "aten::silu",
+    "aten::neg",
+    "aten::pow",
+];
+const BINARY: [&str; 8] = [
+    "aten::div",
+    "aten::div_",
+    "aten::mul",
+    "aten::mul_",
+    "aten::add",
+    "aten::add_",
+    "aten::sigmoid_backward",
+    "aten::threshold_backward",
+];
+const REDUCE: [&str; 13] = [
+    "aten::sum",
+    "aten::mean",
+    "aten::max",
+    "aten::min",
+    "aten::norm",
+    "aten::linalg_norm",
+    "aten::std",
+    "aten::var",
+    "aten::logsumexp",
+    "aten::cumsum",
+    "aten::cumprod",
+    "aten::amin",
+    "aten::amax",
+];
+
+fn family(name: &str) -> Option<Family> {
+    let f = |table, forward: Compute| Family {
+        table,
+        forward,
+        backward: None,
+    };
+    let with_bwd = |table, forward: Compute, backward: Compute| Family {
+        table,
+        forward,
+        backward: Some(backward),
+    };
+    Some(match name {
+        "aten::mm" => f(Table::Gemm, |i| gemm::mm(i, 0, false)),
+        "aten::addmm" => f(Table::Gemm, |i| gemm::mm(i, 1, true)),
+        "aten::bmm" => f(Table::Gemm, |i| gemm::bmm(i, 0, false)),
+        "aten::baddbmm" => f(Table::Gemm, |i| gemm::bmm(i, 1, true)),
+        "aten::_scaled_mm" => f(Table::Gemm, gemm::scaled_mm),
+        n if UNARY.contains(&n) => f(Table::UnaryElementwise, elementwise::unary),
+        n if BINARY.contains(&n) => f(Table::BinaryElementwise, elementwise::binary),
+        n if is_resize(n) => f(Table::UnaryElementwise, elementwise::resize),
+        "aten::cumsum" | "aten::cumprod" => with_bwd(
+            Table::Reduce,
+            |i| reduce::reduce(i, true),
+            |i| reduce::reduce(i, true),
+        ),
+        n if REDUCE.contains(&n) => with_bwd(
+            Table::Reduce,
+            |i| reduce::reduce(i, false),
+            |i| reduce::reduce(i, false),
+        ),
+        "aten::batch_norm"
+        | "aten::native_batch_norm"
+        | "aten::cudnn_batch_norm"
+        | "aten::miopen_batch_norm" => f(Table::Normalization, norm::batch_norm),
+        "aten::layer_norm" | "aten::native_layer_norm" => f(Table::Normalization, norm::layer_norm),
+        "aten::native_batch_norm_backward" => f(Table::Normalization, norm::batch_norm_backward),
+        "aten::convolution" => with_bwd(Table::Conv, conv::forward, conv::forward_backward),
+        "aten::convolution_backward" => f(Table::Conv, conv::backward),
+        "aten::_scaled_dot_product_flash_attention" => f(Table::Sdpa, |i| {
+            attention::sdpa(i, &attention::Layout { causal_at: 4 })
+        }),
+        "aten::_scaled_dot_product_efficient_attention"
+        | "aten::_scaled_dot_product_cudnn_attention" => f(Table::Sdpa, |i| {
+            attention::sdpa(i, &attention::Layout { causal_at: 6 })
+        }),
+        _ => return None,
+    })
+}
+
+fn is_resize(name: &str) -> bool {
+    ["aten::replication_pad", "aten::upsample_nearest"]
+        .iter()
+        .any(|p| {
+            name.strip_prefix(p)
+                .is_some_and(|d| ["1d", "2d", "3d"].contains(&d))
+        })
+}
+
+/// One operator instance's row of a family table.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct InstanceRow {
+    /// Index of the operator's event in `traceEvents`.
+    pub(crate) uid: u64,
+    pub(crate) name: String,
+    pub(crate) table: Table,
+    /// A backward row: the forward operator's shapes, its backward frames' GPU time.
+    pub(crate) bwd: bool,
+    pub(crate) figures: Figures,
+    /// GPU busy time, µs.
+    pub(crate) kernel_us: f64,
+    /// The GPU activities timed (indices in `traceEvents`).
+    pub(crate) kernel_uids: Vec<u64>,
+}
+
+fn row(
+    a: &Attribution,
+    op: &Op,
+    table: Table,
+    bwd: bool,
+    figures: Figures,
+    gpu: &[u32],
+) -> InstanceRow {
+    InstanceRow {
+        uid: op.uid,
+        name: a.name(op).to_string(),
+        table,
+        bwd,
+        figures,
+        kernel_us: tree::busy_us_float(&a.gpu, gpu),
+        kernel_uids: gpu.iter().map(|&g| a.gpu[g as usize].uid).collect(),
+    }
+}
+
+/// TraceLens's instance rows of the family tables for an attributed trace, in file order
+/// of the operators (a forward row before its backward row).
+pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
+    let mut rows = Vec::new();
+    for op in &a.ops {
+        let Some(fam) = family(a.name(op)) else {
+            continue;
+        };
+        let inputs = Inputs::of(&op.args);
+        if let Ok(figures) = (fam.forward)(&inputs) {
+            rows.push(row(a, op, fam.table, false, figures, &op.gpu));
+        }
+        let Some(backward) = fam.backward else {
+            continue;
+        };
+        if op.backward.is_empty() {
+            continue;
+        }
+        if let Ok(figures) = backward(&inputs) {
+            rows.push(row(a, op, fam.table, true, figures, &a.backward_gpu(op)));
+        }
+    }
+    rows
+}
+
+/// TraceLens's instance rows of the family tables for the trace at `path`.
+pub(crate) fn tracelens_rows(path: &Path) -> Result<Vec<InstanceRow>> {
+    Ok(tracelens_rows_of(&attribute(path, ReadOptions::default())?))
+}
+
+#[cfg(test)]
+mod reference_tests;
