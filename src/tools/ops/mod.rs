@@ -15,6 +15,7 @@ mod attention;
 mod conv;
 mod dtype;
 mod elementwise;
+mod extensions;
 mod gemm;
 mod norm;
 mod reduce;
@@ -44,6 +45,9 @@ pub(crate) enum Table {
     Reduce,
     Conv,
     Sdpa,
+    RmsNorm,
+    InferenceAttention,
+    Rope,
 }
 
 impl Table {
@@ -56,6 +60,9 @@ impl Table {
             Table::Reduce => "Reduce",
             Table::Conv => "CONV",
             Table::Sdpa => "SDPA",
+            Table::RmsNorm => "RMSNorm",
+            Table::InferenceAttention => "InferenceAttention",
+            Table::Rope => "RoPE",
         }
     }
 }
@@ -154,6 +161,29 @@ fn family(name: &str) -> Option<Family> {
         | "aten::_scaled_dot_product_cudnn_attention" => f(Table::Sdpa, |i| {
             attention::sdpa(i, &attention::Layout { causal_at: 6 })
         }),
+        _ => return extension(name),
+    })
+}
+
+/// The vendor operators of `extensions`.
+fn extension(name: &str) -> Option<Family> {
+    let f = |table, forward: Compute| Family {
+        table,
+        forward,
+        backward: None,
+    };
+    Some(match name {
+        "aiter::gemm_a16w16" | "vllm::rocm_unquantized_gemm" => f(Table::Gemm, extensions::gemm_nk),
+        "aiter::rms_norm" | "aiter::rmsnorm" => {
+            f(Table::RmsNorm, |i| extensions::rms_norm(i, false))
+        }
+        "aiter::add_rmsnorm" | "aiter::rmsnorm2d_fwd_with_add_ck" => {
+            f(Table::RmsNorm, |i| extensions::rms_norm(i, true))
+        }
+        "aiter::_groupnorm_run" => f(Table::Normalization, norm::batch_norm_training),
+        "sglang::store_cache" => f(Table::InferenceAttention, extensions::store_cache),
+        "sgl_kernel::rotary_embedding" => f(Table::Rope, extensions::rotary_embedding),
+        "sgl_kernel::silu_and_mul" => f(Table::UnaryElementwise, extensions::silu_and_mul),
         _ => return None,
     })
 }

@@ -51,3 +51,11 @@ pub(crate) fn batch_norm_backward(inputs: &Inputs) -> Model<Figures> {
         bytes,
     })
 }
+
+/// A group norm kernel (`aiter::_groupnorm_run`): the batch-norm figures, affine, training.
+pub(crate) fn batch_norm_training(inputs: &Inputs) -> Model<Figures> {
+    let shape = inputs.shape(0)?;
+    let c = *shape.get(1).ok_or(Unmodelled("no channel dimension"))? as f64;
+    let bpe = tracelens_bpe(inputs.dtype(0));
+    Ok(forward(numel(&shape), c, bpe, true, true))
+}
