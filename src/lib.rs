@@ -6,7 +6,7 @@
 //! - `python` (feature `python`): the bindings, the crate's only entry point (`_Exporter` and
 //!   the module in `mod.rs`), one file per tool family:
 //!   `python::{reader, fallback, gzip_writer, check, repair, compress, split, merge, summary,
-//!   parquet}`,
+//!   parquet, ops}`,
 //!   with `python::interrupt` (the one way a binding waits) and `python::errors` (error to
 //!   exception).
 //! - `tools`: the tools over existing trace files: `tools::check` (trace rules),

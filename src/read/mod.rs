@@ -3,8 +3,6 @@
 //! filter keeps, with the binding of flow ends to their events (`filter`), which rank a file is (`ranks`), and which GPU work
 //! each CPU operator owns (`attribution`).
 
-// Reached from the bindings through `tools::ops` once `kinetrace.ops` binds it.
-#[cfg_attr(feature = "python", allow(dead_code))]
 pub(crate) mod attribution;
 pub(crate) mod events;
 pub(crate) mod filter;

@@ -7,8 +7,6 @@
 pub(crate) mod check;
 pub(crate) mod compress;
 pub(crate) mod merge;
-// Not reached from the bindings until `kinetrace.ops` binds it (issue 39, next step).
-#[cfg_attr(feature = "python", allow(dead_code))]
 pub(crate) mod ops;
 pub(crate) mod overlap;
 pub(crate) mod parquet;

@@ -34,9 +34,8 @@ pub(crate) struct Op {
     /// Index into [`Attribution::names`].
     pub(crate) name: u32,
     pub(crate) thread: u32,
-    /// Exact times, ns.
+    /// Exact start, ns.
     pub(crate) start: i64,
-    pub(crate) end: i64,
     /// The nearest enclosing operator (index into [`Attribution::ops`]).
     pub(crate) parent: Option<u32>,
     /// The GPU activities of its subtree (indices into [`Attribution::gpu`]), ascending.
@@ -56,7 +55,6 @@ impl Op {
             name: ev.name,
             thread: ev.thread,
             start: ev.start,
-            end: ev.end,
             parent: None,
             gpu: Vec::new(),
             sequence: ev.sequence,
@@ -80,21 +78,21 @@ impl Attribution {
         &self.names[op.name as usize]
     }
 
-    /// Exact GPU time of an operator: busy time (ns) of its subtree's GPU activities.
-    pub(crate) fn gpu_ns(&self, op: &Op) -> i64 {
-        tree::busy_ns(&self.gpu, &op.gpu)
-    }
-
     /// The GPU activities of an operator's backward frames' subtrees.
     pub(crate) fn backward_gpu(&self, op: &Op) -> Vec<u32> {
         tree::union_of(&self.ops, &op.backward)
     }
 }
 
-/// Reads the trace at `path` and attributes its GPU work to its operators.
-pub(crate) fn attribute(path: &Path, options: ReadOptions) -> Result<Attribution> {
+/// Reads the trace at `path` and attributes its GPU work to its operators; `progress` is
+/// told the JSON bytes read so far (its error stops the read).
+pub(crate) fn attribute(
+    path: &Path,
+    options: ReadOptions,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<Attribution> {
     let mut collected = Collected::default();
-    read_trace_with(path, &mut collected, &mut |_| Ok(()), options)?;
+    read_trace_with(path, &mut collected, progress, options)?;
     Ok(tree::build(collected))
 }
 

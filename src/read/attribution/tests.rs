@@ -31,7 +31,7 @@ fn attributed(text: &str) -> Attribution {
     let dir: &Path = &scratch;
     let path = dir.join("t.json");
     std::fs::write(&path, text).unwrap();
-    attribute(&path, ReadOptions::default()).unwrap()
+    attribute(&path, ReadOptions::default(), &mut |_| Ok(())).unwrap()
 }
 
 fn op<'a>(a: &'a Attribution, name: &str) -> &'a Op {
@@ -47,7 +47,7 @@ fn operators_own_their_subtrees_kernels_as_busy_time() {
     assert_eq!(linear.gpu, addmm.gpu);
     assert_eq!(addmm.gpu.len(), 2);
     // k1 [200, 210.5], k2 [205, 215]: busy 15 µs, not the summed 20.5.
-    assert_eq!(a.gpu_ns(addmm), 15_000);
+    assert_eq!(tree::busy_ns(&a.gpu, &addmm.gpu), 15_000);
     assert_eq!(tree::busy_us_float(&a.gpu, &addmm.gpu), 15.0);
     assert_eq!(linear.args.input_dims.as_deref(), Some("[[2, 3]]"));
     assert_eq!(addmm.args.input_type.as_deref(), Some("[\"float\"]"));
@@ -65,7 +65,7 @@ fn a_graph_launch_owns_every_activity_of_its_correlation() {
     let a = attributed(TRACE);
     let graphed = op(&a, "graphed");
     assert_eq!(graphed.gpu.len(), 2);
-    assert_eq!(a.gpu_ns(graphed), 1_500);
+    assert_eq!(tree::busy_ns(&a.gpu, &graphed.gpu), 1_500);
 }
 
 #[test]

@@ -207,8 +207,10 @@ pub(crate) struct InstanceRow {
     /// A backward row: the forward operator's shapes, its backward frames' GPU time.
     pub(crate) bwd: bool,
     pub(crate) figures: Figures,
-    /// GPU busy time, µs.
+    /// GPU busy time, µs, as TraceLens computes it (floats at absolute times).
     pub(crate) kernel_us: f64,
+    /// GPU busy time, exact ns.
+    pub(crate) kernel_ns: i64,
     /// The GPU activities timed (indices in `traceEvents`).
     pub(crate) kernel_uids: Vec<u64>,
 }
@@ -228,6 +230,7 @@ fn row(
         bwd,
         figures,
         kernel_us: tree::busy_us_float(&a.gpu, gpu),
+        kernel_ns: tree::busy_ns(&a.gpu, gpu),
         kernel_uids: gpu.iter().map(|&g| a.gpu[g as usize].uid).collect(),
     }
 }
@@ -257,9 +260,14 @@ pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
     rows
 }
 
-/// TraceLens's instance rows of the family tables for the trace at `path`.
-pub(crate) fn tracelens_rows(path: &Path) -> Result<Vec<InstanceRow>> {
-    Ok(tracelens_rows_of(&attribute(path, ReadOptions::default())?))
+/// TraceLens's instance rows of the family tables for the trace at `path`; `progress` is
+/// called as the trace is read (its error stops the read).
+pub(crate) fn tracelens_rows(
+    path: &Path,
+    progress: &mut dyn FnMut() -> Result<()>,
+) -> Result<Vec<InstanceRow>> {
+    let a = attribute(path, ReadOptions::default(), &mut |_| progress())?;
+    Ok(tracelens_rows_of(&a))
 }
 
 #[cfg(test)]
