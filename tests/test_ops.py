@@ -1,6 +1,8 @@
 """``kinetrace.ops`` (issue 39): ``rules="tracelens"`` gives TraceLens's own figures on the
 real traces it was run on (``../shared/notes/tracelens-ref``, TraceLens 171dd74): the same
-instance rows of its family tables, the same FLOPs and bytes, the same kernel time."""
+instance rows of its family tables, the same FLOPs and bytes, the same kernel time;
+``rules="exact"`` counts each operator once. (The exact figures of each family are tested
+in Rust, ``src/tools/ops/exact.rs``, on a trace whose figures are worked by hand.)"""
 
 from __future__ import annotations
 
@@ -64,12 +66,39 @@ def test_tracelens_rules_give_tracelens_rows(trace: str, ref_file: str) -> None:
         assert abs(r["kernel_time_ns"] / 1e3 - r["kernel_time_us"]) <= slack, key
 
 
+def test_exact_rules_count_each_operator_once() -> None:
+    """On a ViT trace: TraceLens counts every layer norm twice (``layer_norm`` and the
+    ``native_layer_norm`` inside it); ``exact`` once. The GEMM FLOPs rule is the same."""
+    path = (
+        require_real()
+        / "TraceLens"
+        / "h100"
+        / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
+    )
+    exact = kinetrace.ops(path)
+    tracelens = kinetrace.ops(path, rules="tracelens")
+    names = [r["name"] for r in exact]
+    assert "aten::native_layer_norm" not in names
+    assert (
+        names.count("aten::layer_norm")
+        == [r["name"] for r in tracelens].count("aten::layer_norm")
+        > 0
+    )
+    tl_gemm = {r["uid"]: r for r in tracelens if r["table"] == "GEMM"}
+    gemm = [r for r in exact if r["table"] == "GEMM"]
+    assert len(gemm) == len(tl_gemm)
+    for r in gemm:
+        assert r["flops"] == tl_gemm[r["uid"]]["flops"]
+        assert r["kernel_time_us"] == tl_gemm[r["uid"]]["kernel_time_us"]
+    assert {r["uid"] for r in exact if not r["bwd"]} <= {r["uid"] for r in tracelens}
+
+
 def test_unknown_rules_and_files_that_are_not_traces_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="rules must be 'tracelens'"):
-        kinetrace.ops(tmp_path / "t.json", rules="exact")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="rules must be 'exact' or 'tracelens'"):
+        kinetrace.ops(tmp_path / "t.json", rules="hta")  # type: ignore[arg-type]
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X",')
     with pytest.raises(kinetrace.TraceFormatError):
-        kinetrace.ops(bad, rules="tracelens")
+        kinetrace.ops(bad)
     with pytest.raises(OSError):
         kinetrace.ops(tmp_path / "absent.json", rules="tracelens")

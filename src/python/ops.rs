@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::interrupt::detached;
-use crate::tools::ops::{tracelens_rows, InstanceRow};
+use crate::tools::ops::{rows, InstanceRow, Rules};
 
 fn row_dict<'py>(py: Python<'py>, r: &InstanceRow) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -25,21 +25,23 @@ fn row_dict<'py>(py: Python<'py>, r: &InstanceRow) -> PyResult<Bound<'py, PyDict
     Ok(d)
 }
 
-/// The instance rows of the trace at `path` under `rules` (`"tracelens"`): one dict per
-/// row (the fields of `_OpRow` in `_kinetrace.pyi`).
+/// The instance rows of the trace at `path` under `rules` (`"exact"` or `"tracelens"`): one
+/// dict per row (the fields of `_OpRow` in `_kinetrace.pyi`).
 #[pyfunction]
 #[pyo3(signature = (path, rules))]
 fn ops<'py>(py: Python<'py>, path: PathBuf, rules: &str) -> PyResult<Bound<'py, PyList>> {
-    if rules != "tracelens" {
-        return Err(PyValueError::new_err(format!(
-            "rules must be 'tracelens', not {rules:?}"
-        )));
-    }
-    let rows = detached(py, |interrupted| {
-        tracelens_rows(&path, &mut || interrupted())
-    })?;
+    let rules = match rules {
+        "exact" => Rules::Exact,
+        "tracelens" => Rules::TraceLens,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "rules must be 'exact' or 'tracelens', not {other:?}"
+            )))
+        }
+    };
+    let found = detached(py, |interrupted| rows(&path, rules, &mut || interrupted()))?;
     let out = PyList::empty(py);
-    for r in &rows {
+    for r in &found {
         out.append(row_dict(py, r)?)?;
     }
     Ok(out)

@@ -2,10 +2,11 @@
 trace records) and that GPU time, one row per operator instance (issue 39; no command line
 yet).
 
-One rule set so far: ``"tracelens"``, AMD's TraceLens figures (commit 171dd74), quirks
-included: the rows of its per-family tables (GEMM, elementwise, reductions,
-normalizations, convolutions, attention, and the AITER/vLLM/SGLang operators of its
-extensions). The reading is the native module's: one streaming pass, the GIL released.
+Two rule sets (``docs/ops.md`` states both): ``"exact"`` (the default: each tensor's own
+dtype, a causal mask of any shape as its triangle, each operator once at the outermost
+modelled one) and ``"tracelens"`` (AMD's TraceLens figures, commit 171dd74, quirks
+included: the rows of its per-family tables). The reading is the native module's: one
+streaming pass, the GIL released.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from kinetrace import _kinetrace
 
 __all__ = ["OpRow", "ops"]
 
-Rules = Literal["tracelens"]
+Rules = Literal["exact", "tracelens"]
 
 
 class OpRow(TypedDict):
@@ -44,12 +45,13 @@ class OpRow(TypedDict):
     kernel_uids: list[int]
 
 
-def ops(path: str | os.PathLike[str], *, rules: Rules) -> list[OpRow]:
+def ops(path: str | os.PathLike[str], *, rules: Rules = "exact") -> list[OpRow]:
     """The instance rows of one trace file (``.json`` or gzip), operators in file order.
 
     Args:
         path: a trace file.
-        rules: ``"tracelens"`` (TraceLens's figures, quirks included).
+        rules: ``"exact"`` (default) or ``"tracelens"`` (TraceLens's figures, quirks
+            included).
 
     Raises:
         kinetrace.TraceFormatError: the file is not a valid trace.
@@ -57,7 +59,7 @@ def ops(path: str | os.PathLike[str], *, rules: Rules) -> list[OpRow]:
         OSError: the file cannot be read.
         KeyboardInterrupt: Ctrl-C.
     """
-    if rules != "tracelens":
-        raise ValueError(f"rules must be 'tracelens', not {rules!r}")
+    if rules not in ("exact", "tracelens"):
+        raise ValueError(f"rules must be 'exact' or 'tracelens', not {rules!r}")
     rows: list[OpRow] = [OpRow(**r) for r in _kinetrace.ops(os.fspath(path), rules)]
     return rows

@@ -10,10 +10,10 @@ use super::dtype::tracelens_bpe;
 use super::Figures;
 
 /// One convolution's geometry.
-struct Conv {
-    x: Vec<i64>,
-    w: Vec<i64>,
-    out: Vec<i64>,
+pub(crate) struct Conv {
+    pub(crate) x: Vec<i64>,
+    pub(crate) w: Vec<i64>,
+    pub(crate) out: Vec<i64>,
     transposed: bool,
     bpe: Option<f64>,
 }
@@ -30,7 +30,7 @@ fn per_dim(inputs: &Inputs, i: usize, dims: usize) -> Model<Vec<i64>> {
 
 /// Reads x, w and the parameters at concrete positions `params..params + 6` (stride,
 /// padding, dilation, transposed, output padding, groups).
-fn geometry(inputs: &Inputs, x_at: usize, params: usize) -> Model<Conv> {
+pub(crate) fn geometry(inputs: &Inputs, x_at: usize, params: usize) -> Model<Conv> {
     let (x, w) = (inputs.shape(x_at)?, inputs.shape(x_at + 1)?);
     if x.len() < 3 || w.len() != x.len() {
         return Err(Unmodelled("not a convolution's shapes"));
@@ -73,7 +73,7 @@ fn geometry(inputs: &Inputs, x_at: usize, params: usize) -> Model<Conv> {
 }
 
 impl Conv {
-    fn flops(&self) -> f64 {
+    pub(crate) fn flops(&self) -> f64 {
         let over = if self.transposed { &self.x } else { &self.out };
         2.0 * numel(over) * numel(&self.w[1..])
     }

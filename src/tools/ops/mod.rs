@@ -4,7 +4,8 @@
 //! `dtype`, the recorded inputs parsed by `args`), over the GPU time attribution
 //! (`crate::read::attribution`) gives each operator.
 //!
-//! Under the `tracelens` rules the rows are TraceLens's per-instance family tables, quirks
+//! Under the `exact` rules (`exact`) each modelled operator is counted once, at the
+//! outermost, its bytes from each tensor's own dtype. Under the `tracelens` rules the rows are TraceLens's per-instance family tables, quirks
 //! included: every operator whose name has a model, at any depth (a `layer_norm` and the
 //! `native_layer_norm` inside it both, on the same kernels), and for the families with a
 //! backward table a second row per operator with a linked backward frame, timed by that
@@ -15,6 +16,7 @@ mod attention;
 mod conv;
 mod dtype;
 mod elementwise;
+mod exact;
 mod extensions;
 mod gemm;
 mod norm;
@@ -260,14 +262,54 @@ pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
     rows
 }
 
-/// TraceLens's instance rows of the family tables for the trace at `path`; `progress` is
-/// called as the trace is read (its error stops the read).
-pub(crate) fn tracelens_rows(
+/// Whether an operator has a modelled operator above it.
+fn under_a_model(a: &Attribution, op: &Op) -> bool {
+    let mut up = op.parent;
+    while let Some(p) = up {
+        let parent = &a.ops[p as usize];
+        if family(a.name(parent)).is_some() {
+            return true;
+        }
+        up = parent.parent;
+    }
+    false
+}
+
+/// The `exact` rules' rows (see `exact`): each modelled operator once, at the outermost.
+pub(crate) fn exact_rows_of(a: &Attribution) -> Vec<InstanceRow> {
+    let mut rows = Vec::new();
+    for op in &a.ops {
+        let name = a.name(op);
+        let Some(fam) = family(name) else { continue };
+        if under_a_model(a, op) {
+            continue;
+        }
+        if let Some(Ok(figures)) = exact::figures(name, &Inputs::of(&op.args)) {
+            rows.push(row(a, op, fam.table, false, figures, &op.gpu));
+        }
+    }
+    rows
+}
+
+/// Which figures `ops` gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rules {
+    Exact,
+    TraceLens,
+}
+
+/// The instance rows of the trace at `path` under `rules`; `progress` is called as the
+/// trace is read (its error stops the read).
+pub(crate) fn rows(
     path: &Path,
+    rules: Rules,
     progress: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<InstanceRow>> {
     let a = attribute(path, ReadOptions::default(), &mut |_| progress())?;
-    Ok(tracelens_rows_of(&a))
+    Ok(match rules {
+        Rules::Exact => exact_rows_of(&a),
+        Rules::TraceLens => tracelens_rows_of(&a),
+    })
 }
 
 #[cfg(test)]

@@ -80,8 +80,8 @@ fn check_trace(shared: &Path, trace: &str, ref_file: &str, tallies: &mut BTreeMa
             expected.insert(key, r);
         }
     }
-    let rows =
-        tracelens_rows(&shared.join("traces/TraceLens").join(trace), &mut || Ok(())).unwrap();
+    let path = shared.join("traces/TraceLens").join(trace);
+    let rows = super::rows(&path, Rules::TraceLens, &mut || Ok(())).unwrap();
     let mut seen = std::collections::HashSet::new();
     for ours in &rows {
         let key = (ours.table.label().to_string(), ours.bwd, ours.uid);
