@@ -360,7 +360,7 @@ class _OpRow(TypedDict):
     name: str
     table: str
     bwd: bool
-    flops: float
+    flops: float | None
     bytes: float | None
     kernel_time_us: float
     kernel_time_ns: int

@@ -17,8 +17,8 @@ fn row_dict<'py>(py: Python<'py>, r: &InstanceRow) -> PyResult<Bound<'py, PyDict
     d.set_item("name", &r.name)?;
     d.set_item("table", r.table.label())?;
     d.set_item("bwd", r.bwd)?;
-    d.set_item("flops", r.figures.flops)?;
-    d.set_item("bytes", r.figures.bytes)?;
+    d.set_item("flops", r.figures.map(|f| f.flops))?;
+    d.set_item("bytes", r.figures.and_then(|f| f.bytes))?;
     d.set_item("kernel_time_us", r.kernel_us)?;
     d.set_item("kernel_time_ns", r.kernel_ns)?;
     d.set_item("kernel_uids", r.kernel_uids.clone())?;

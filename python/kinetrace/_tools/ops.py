@@ -27,7 +27,9 @@ class OpRow(TypedDict):
     ``uid`` is the index of the operator's event in ``traceEvents``; ``table`` its family
     (``"GEMM"``, ``"UnaryElementwise"``, ``"BinaryElementwise"``, ``"Normalization"``,
     ``"Reduce"``, ``"CONV"``, ``"SDPA"``, ``"RMSNorm"``, ``"InferenceAttention"``,
-    ``"RoPE"``); ``bwd`` a backward row (the forward operator's shapes, the GPU time of the
+    ``"RoPE"``; under ``exact``, ``"unmodelled"`` for an operator no model covers that
+    launched GPU work itself, ``flops`` and ``bytes`` ``None``, timed by that work); ``bwd``
+    a backward row (the forward operator's shapes, the GPU time of the
     backward frames linked to it by sequence number); ``bytes`` is ``None`` where a dtype's
     size is unknown; ``kernel_time_us`` the busy time (union of intervals) of
     ``kernel_uids``, the GPU activities under it (their ``traceEvents`` indices), as
@@ -38,7 +40,7 @@ class OpRow(TypedDict):
     name: str
     table: str
     bwd: bool
-    flops: float
+    flops: float | None
     bytes: float | None
     kernel_time_us: float
     kernel_time_ns: int

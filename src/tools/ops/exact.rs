@@ -212,14 +212,25 @@ mod tests {
     use super::*;
     use crate::tools::ops::{rows, Rules};
 
-    /// A layer norm with the native one inside it, a bf16 addmm with an fp32 bias, a sum
-    /// over one dimension, a causal attention with 2 queries and 6 keys.
+    /// A layer norm with the native one inside it, a bf16 addmm with an fp32 bias (and an
+    /// unmodelled fill inside it launching a kernel), a sum over one dimension, a causal
+    /// attention with 2 queries and 6 keys, an unmodelled cat launching a kernel.
     const TRACE: &str = r#"{"traceEvents": [
  {"ph": "X", "cat": "cpu_op", "name": "aten::layer_norm", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {"Input Dims": [[4, 8], [], [8], [8], [], []], "Input type": ["c10::BFloat16", "ScalarList", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"], "Concrete Inputs": ["", "[8]", "", "", "1e-05", "True"]}},
  {"ph": "X", "cat": "cpu_op", "name": "aten::native_layer_norm", "pid": 1, "tid": 1, "ts": 10, "dur": 50, "args": {"Input Dims": [[4, 8], [], [8], [8], []], "Input type": ["c10::BFloat16", "ScalarList", "c10::BFloat16", "c10::BFloat16", "Scalar"], "Concrete Inputs": ["", "[8]", "", "", "1e-05"]}},
  {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 200, "dur": 10, "args": {"Input Dims": [[16], [4, 8], [8, 16], [], []], "Input type": ["float", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"]}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::fill_", "pid": 1, "tid": 1, "ts": 201, "dur": 5},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 202, "dur": 1, "args": {"correlation": 1}},
+ {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 1, "pid": 1, "tid": 1, "ts": 202},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 1, "pid": 0, "tid": 7, "ts": 1000, "bp": "e"},
+ {"ph": "X", "cat": "kernel", "name": "fill", "pid": 0, "tid": 7, "ts": 1000, "dur": 2, "args": {"correlation": 1}},
  {"ph": "X", "cat": "cpu_op", "name": "aten::sum", "pid": 1, "tid": 1, "ts": 300, "dur": 10, "args": {"Input Dims": [[4, 8], [], [], []], "Input type": ["c10::BFloat16", "ScalarList", "Scalar", ""], "Concrete Inputs": ["", "[1]", "False", ""]}},
- {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_dot_product_flash_attention", "pid": 1, "tid": 1, "ts": 400, "dur": 10, "args": {"Input Dims": [[1, 2, 2, 8], [1, 2, 6, 8], [1, 2, 6, 8], [], [], [], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar", "Scalar", ""], "Concrete Inputs": ["", "", "", "0.", "True", "False", ""]}}
+ {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_dot_product_flash_attention", "pid": 1, "tid": 1, "ts": 400, "dur": 10, "args": {"Input Dims": [[1, 2, 2, 8], [1, 2, 6, 8], [1, 2, 6, 8], [], [], [], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar", "Scalar", ""], "Concrete Inputs": ["", "", "", "0.", "True", "False", ""]}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::cat", "pid": 1, "tid": 1, "ts": 500, "dur": 10},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 501, "dur": 1, "args": {"correlation": 2}},
+ {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 2, "pid": 1, "tid": 1, "ts": 501},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 2, "pid": 0, "tid": 7, "ts": 1100, "bp": "e"},
+ {"ph": "X", "cat": "kernel", "name": "cat", "pid": 0, "tid": 7, "ts": 1100, "dur": 3.5, "args": {"correlation": 2}}
 ]}"#;
 
     #[test]
@@ -227,39 +238,45 @@ mod tests {
         let scratch = crate::testing::scratch("ops-exact");
         let path = scratch.join("t.json");
         std::fs::write(&path, TRACE).unwrap();
-        let figures = |rules| -> Vec<(String, f64, Option<f64>)> {
+        let figures = |rules| -> Vec<(String, Option<f64>, Option<f64>, i64)> {
             let found = rows(&path, rules, &mut || Ok(())).unwrap();
-            found
-                .into_iter()
-                .map(|r| (r.name, r.figures.flops, r.figures.bytes))
-                .collect()
+            let out = found.into_iter().map(|r| {
+                let flops = r.figures.map(|f| f.flops);
+                (r.name, flops, r.figures.and_then(|f| f.bytes), r.kernel_ns)
+            });
+            out.collect()
         };
         let name = |n: &str| n.to_string();
+        let some = Some;
         assert_eq!(
             figures(Rules::Exact),
             vec![
                 // 6C + 5n; x read and y written (2 x 64 B), weight and bias 16 B each.
-                (name("aten::layer_norm"), 208.0, Some(160.0)),
-                // 2MNK + MN; A 64 B, B 256 B, out 128 B (bf16), bias 16 x 4 B.
-                (name("aten::addmm"), 1088.0, Some(512.0)),
+                (name("aten::layer_norm"), some(208.0), some(160.0), 0),
+                // 2MNK + MN; A 64 B, B 256 B, out 128 B (bf16), bias 16 x 4 B; the fill's
+                // kernel inside it is its.
+                (name("aten::addmm"), some(1088.0), some(512.0), 2000),
                 // 32 in, 4 out (dim 1 reduced), bf16.
-                (name("aten::sum"), 32.0, Some(72.0)),
+                (name("aten::sum"), some(32.0), some(72.0), 0),
                 // 3 kept pairs x 2 heads x (2 d + 2 d); Q 64 B, K 192 B, V 192 B, O 64 B.
                 (
                     name("aten::_scaled_dot_product_flash_attention"),
-                    192.0,
-                    Some(512.0)
+                    some(192.0),
+                    some(512.0),
+                    0
                 ),
+                // No model: reported with its kernel's time.
+                (name("aten::cat"), None, None, 3500),
             ]
         );
         // TraceLens: both norms, the bias at A's dtype, one output element, no attention.
         assert_eq!(
             figures(Rules::TraceLens),
             vec![
-                (name("aten::layer_norm"), 208.0, Some(224.0)),
-                (name("aten::native_layer_norm"), 208.0, Some(224.0)),
-                (name("aten::addmm"), 1088.0, Some(480.0)),
-                (name("aten::sum"), 32.0, Some(66.0)),
+                (name("aten::layer_norm"), some(208.0), some(224.0), 0),
+                (name("aten::native_layer_norm"), some(208.0), some(224.0), 0),
+                (name("aten::addmm"), some(1088.0), some(480.0), 2000),
+                (name("aten::sum"), some(32.0), some(66.0), 0),
             ]
         );
     }

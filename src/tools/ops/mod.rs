@@ -50,6 +50,8 @@ pub(crate) enum Table {
     RmsNorm,
     InferenceAttention,
     Rope,
+    /// `exact`: an operator whose GPU work no model covers.
+    Unmodelled,
 }
 
 impl Table {
@@ -65,6 +67,7 @@ impl Table {
             Table::RmsNorm => "RMSNorm",
             Table::InferenceAttention => "InferenceAttention",
             Table::Rope => "RoPE",
+            Table::Unmodelled => "unmodelled",
         }
     }
 }
@@ -208,7 +211,8 @@ pub(crate) struct InstanceRow {
     pub(crate) table: Table,
     /// A backward row: the forward operator's shapes, its backward frames' GPU time.
     pub(crate) bwd: bool,
-    pub(crate) figures: Figures,
+    /// `None` for an unmodelled operator.
+    pub(crate) figures: Option<Figures>,
     /// GPU busy time, µs, as TraceLens computes it (floats at absolute times).
     pub(crate) kernel_us: f64,
     /// GPU busy time, exact ns.
@@ -222,7 +226,7 @@ fn row(
     op: &Op,
     table: Table,
     bwd: bool,
-    figures: Figures,
+    figures: Option<Figures>,
     gpu: &[u32],
 ) -> InstanceRow {
     InstanceRow {
@@ -247,7 +251,7 @@ pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
         };
         let inputs = Inputs::of(&op.args);
         if let Ok(figures) = (fam.forward)(&inputs) {
-            rows.push(row(a, op, fam.table, false, figures, &op.gpu));
+            rows.push(row(a, op, fam.table, false, Some(figures), &op.gpu));
         }
         let Some(backward) = fam.backward else {
             continue;
@@ -256,7 +260,14 @@ pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
             continue;
         }
         if let Ok(figures) = backward(&inputs) {
-            rows.push(row(a, op, fam.table, true, figures, &a.backward_gpu(op)));
+            rows.push(row(
+                a,
+                op,
+                fam.table,
+                true,
+                Some(figures),
+                &a.backward_gpu(op),
+            ));
         }
     }
     rows
@@ -275,17 +286,49 @@ fn under_a_model(a: &Attribution, op: &Op) -> bool {
     false
 }
 
-/// The `exact` rules' rows (see `exact`): each modelled operator once, at the outermost.
+/// The GPU activities an operator launched itself: its subtree's less its child operators'.
+fn own_gpu(a: &Attribution, children: &[Vec<u32>], i: usize) -> Vec<u32> {
+    let below = tree::union_of(&a.ops, &children[i]);
+    let mut own = a.ops[i].gpu.clone();
+    own.retain(|g| below.binary_search(g).is_err());
+    own
+}
+
+/// The `exact` rules' rows (see `exact`): each modelled operator once, at the outermost;
+/// an operator no model covers that launched GPU work itself, or a modelled one whose
+/// inputs its model cannot read, as an `Unmodelled` row timed by that work. Every GPU
+/// activity under an operator is in exactly one row.
 pub(crate) fn exact_rows_of(a: &Attribution) -> Vec<InstanceRow> {
+    let mut children = vec![Vec::new(); a.ops.len()];
+    for (i, op) in a.ops.iter().enumerate() {
+        if let Some(p) = op.parent {
+            children[p as usize].push(i as u32);
+        }
+    }
     let mut rows = Vec::new();
-    for op in &a.ops {
+    for (i, op) in a.ops.iter().enumerate() {
         let name = a.name(op);
-        let Some(fam) = family(name) else { continue };
         if under_a_model(a, op) {
             continue;
         }
-        if let Some(Ok(figures)) = exact::figures(name, &Inputs::of(&op.args)) {
-            rows.push(row(a, op, fam.table, false, figures, &op.gpu));
+        match family(name) {
+            Some(fam) => match exact::figures(name, &Inputs::of(&op.args)) {
+                Some(Ok(figures)) => {
+                    rows.push(row(a, op, fam.table, false, Some(figures), &op.gpu))
+                }
+                // Its inputs are not what its model reads: its GPU work is still reported.
+                _ if !op.gpu.is_empty() => {
+                    rows.push(row(a, op, Table::Unmodelled, false, None, &op.gpu))
+                }
+                _ => {}
+            },
+            None if !op.gpu.is_empty() => {
+                let own = own_gpu(a, &children, i);
+                if !own.is_empty() {
+                    rows.push(row(a, op, Table::Unmodelled, false, None, &own));
+                }
+            }
+            None => {}
         }
     }
     rows

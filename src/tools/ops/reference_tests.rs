@@ -48,8 +48,9 @@ fn compare(reference: &Json, ours: &InstanceRow, tally: &mut Tally) {
     let flops = f("GFLOPS").map(|g| g * 1e9);
     let bytes = f("Data Moved (MB)").map(|m| m * 1048576.0);
     let time = f("Kernel Time (µs)").unwrap_or(f64::NAN);
-    let ok_flops = flops.is_some_and(|x| close(x, ours.figures.flops));
-    let ok_bytes = match (bytes, ours.figures.bytes) {
+    let figures = ours.figures.expect("a TraceLens row has figures");
+    let ok_flops = flops.is_some_and(|x| close(x, figures.flops));
+    let ok_bytes = match (bytes, figures.bytes) {
         (Some(x), Some(y)) => close(x, y),
         (None, None) => true,
         _ => false,
@@ -60,7 +61,7 @@ fn compare(reference: &Json, ours: &InstanceRow, tally: &mut Tally) {
     } else {
         tally.problems.push(format!(
             "{} uid {} bwd {}: flops {flops:?} vs {}, bytes {bytes:?} vs {:?}, time {time} vs {} ({:?} vs {:?})",
-            ours.name, ours.uid, ours.bwd, ours.figures.flops, ours.figures.bytes,
+            ours.name, ours.uid, ours.bwd, figures.flops, figures.bytes,
             ours.kernel_us, reference["kernel_uids"], ours.kernel_uids
         ));
     }
