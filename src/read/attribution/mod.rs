@@ -49,7 +49,8 @@ pub(crate) struct Op {
 }
 
 impl Op {
-    fn from_host(ev: &HostEvent) -> Op {
+    /// The operator of a host event, its arguments moved out of it.
+    fn from_host(ev: &mut HostEvent) -> Op {
         Op {
             uid: ev.uid,
             name: ev.name,
@@ -58,7 +59,7 @@ impl Op {
             parent: None,
             gpu: Vec::new(),
             sequence: ev.sequence,
-            args: ev.args.as_deref().cloned().unwrap_or_default(),
+            args: ev.args.take().map(|a| *a).unwrap_or_default(),
             backward: Vec::new(),
             forward: None,
         }

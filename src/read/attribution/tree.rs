@@ -101,13 +101,13 @@ fn launched(c: &Collected) -> Vec<(u32, Vec<u32>)> {
 
 /// Builds the operators of `c`: each with its nearest operator ancestor, the GPU activities
 /// of its whole subtree, and its backward frames.
-pub(crate) fn build(c: Collected) -> Attribution {
+pub(crate) fn build(mut c: Collected) -> Attribution {
     let parent = nest(&c.hosts);
     let launches = launched(&c);
     // Host index -> operator index.
     let mut op_of = vec![u32::MAX; c.hosts.len()];
     let mut ops: Vec<Op> = Vec::new();
-    for (h, ev) in c.hosts.iter().enumerate() {
+    for (h, ev) in c.hosts.iter_mut().enumerate() {
         if ev.kind == HostKind::Op {
             op_of[h] = ops.len() as u32;
             ops.push(Op::from_host(ev));
