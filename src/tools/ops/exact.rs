@@ -6,7 +6,8 @@
 //!   and 16); a Python scalar operand (`Scalar`, `ScalarList`, or a non-tensor of no
 //!   dtype) moves no bytes, a 0-d tensor one element;
 //! - a bias charged at its recorded shape, and the GEMM's output at the inputs' dtype;
-//! - a reduction's output as the dimensions it keeps (`dim` read from the recorded text);
+//! - a reduction's output as the dimensions it keeps (`dim` read from the recorded text,
+//!   the second input, the third for `norm` / `linalg_norm`);
 //! - attention at its own dtype, and a causal mask of any shape counted as its triangle
 //!   (torch's mask is aligned top-left: query i sees keys 0..=i);
 //! - a convolution's bias counted when one is recorded;
@@ -93,22 +94,22 @@ fn binary(inputs: &Inputs) -> Model<Figures> {
     })
 }
 
-/// A reduction over the dimensions of concrete input 1 (all when it is not a list).
-fn reduce(inputs: &Inputs, scan: bool) -> Model<Figures> {
+/// A reduction over the dimensions its `dim` argument lists (at concrete position
+/// `dim_at`, recorded as a `Scalar` or `ScalarList`); all of them when there is none or it
+/// is empty (`[]`, as torch reads it).
+fn reduce(inputs: &Inputs, scan: bool, dim_at: usize) -> Model<Figures> {
     let shape = inputs.shape(0)?;
     let n = numel(&shape);
-    let n_out = if scan {
-        n
-    } else {
-        match inputs.concrete_ints(1) {
-            Ok(dims) if !dims.is_empty() => {
-                let rank = shape.len() as i64;
-                let reduced: Vec<i64> = dims.iter().map(|d| d.rem_euclid(rank.max(1))).collect();
-                let kept = (0..rank).filter(|d| !reduced.contains(d));
-                kept.map(|d| shape[d as usize] as f64).product()
-            }
-            _ => 1.0,
+    let is_dim = matches!(inputs.dtype(dim_at), "Scalar" | "ScalarList");
+    let n_out = match inputs.concrete_ints(dim_at) {
+        _ if scan => n,
+        Ok(dims) if is_dim && !dims.is_empty() => {
+            let rank = shape.len().max(1) as i64;
+            let reduced: Vec<i64> = dims.iter().map(|d| d.rem_euclid(rank)).collect();
+            let kept = (0..shape.len()).filter(|&d| !reduced.contains(&(d as i64)));
+            kept.map(|d| shape[d] as f64).product()
         }
+        _ => 1.0,
     };
     let b = elem_bpe(inputs, 0)?;
     Ok(Figures {
@@ -190,14 +191,16 @@ pub(crate) fn figures(name: &str, inputs: &Inputs) -> Option<Model<Figures>> {
         "aten::mm" | "aten::bmm" => gemm(inputs, 0, false),
         "aten::addmm" | "aten::baddbmm" => gemm(inputs, 1, true),
         "aten::convolution" => convolution(inputs),
-        "aten::cumsum" | "aten::cumprod" => reduce(inputs, true),
+        "aten::cumsum" | "aten::cumprod" => reduce(inputs, true, 1),
+        // `norm(self, p, dim, ...)`, `linalg_norm(self, ord, dim, ...)`.
+        "aten::norm" | "aten::linalg_norm" => reduce(inputs, false, 2),
         "aten::_scaled_dot_product_flash_attention" => sdpa(inputs, 4),
         "aten::_scaled_dot_product_efficient_attention"
         | "aten::_scaled_dot_product_cudnn_attention" => sdpa(inputs, 6),
         _ => match tl.table {
             super::Table::UnaryElementwise if name.starts_with("aten::") => unary(inputs),
             super::Table::BinaryElementwise => binary(inputs),
-            super::Table::Reduce => reduce(inputs, false),
+            super::Table::Reduce => reduce(inputs, false, 1),
             super::Table::Normalization if name.starts_with("aten::") => {
                 (tl.forward)(inputs).and_then(|f| norm(inputs, f))
             }
@@ -225,6 +228,7 @@ mod tests {
  {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 1, "pid": 0, "tid": 7, "ts": 1000, "bp": "e"},
  {"ph": "X", "cat": "kernel", "name": "fill", "pid": 0, "tid": 7, "ts": 1000, "dur": 2, "args": {"correlation": 1}},
  {"ph": "X", "cat": "cpu_op", "name": "aten::sum", "pid": 1, "tid": 1, "ts": 300, "dur": 10, "args": {"Input Dims": [[4, 8], [], [], []], "Input type": ["c10::BFloat16", "ScalarList", "Scalar", ""], "Concrete Inputs": ["", "[1]", "False", ""]}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::linalg_norm", "pid": 1, "tid": 1, "ts": 350, "dur": 10, "args": {"Input Dims": [[4, 8], [], [], [], []], "Input type": ["c10::BFloat16", "Scalar", "ScalarList", "Scalar", ""], "Concrete Inputs": ["", "2", "[0]", "True", ""]}},
  {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_dot_product_flash_attention", "pid": 1, "tid": 1, "ts": 400, "dur": 10, "args": {"Input Dims": [[1, 2, 2, 8], [1, 2, 6, 8], [1, 2, 6, 8], [], [], [], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar", "Scalar", ""], "Concrete Inputs": ["", "", "", "0.", "True", "False", ""]}},
  {"ph": "X", "cat": "cpu_op", "name": "aten::cat", "pid": 1, "tid": 1, "ts": 500, "dur": 10},
  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 501, "dur": 1, "args": {"correlation": 2}},
@@ -258,6 +262,8 @@ mod tests {
                 (name("aten::addmm"), some(1088.0), some(512.0), 2000),
                 // 32 in, 4 out (dim 1 reduced), bf16.
                 (name("aten::sum"), some(32.0), some(72.0), 0),
+                // 32 in, 8 out: dim [0] (its third input; the second is the order 2).
+                (name("aten::linalg_norm"), some(32.0), some(80.0), 0),
                 // 3 kept pairs x 2 heads x (2 d + 2 d); Q 64 B, K 192 B, V 192 B, O 64 B.
                 (
                     name("aten::_scaled_dot_product_flash_attention"),
@@ -277,6 +283,7 @@ mod tests {
                 (name("aten::native_layer_norm"), some(208.0), some(224.0), 0),
                 (name("aten::addmm"), some(1088.0), some(480.0), 2000),
                 (name("aten::sum"), some(32.0), some(66.0), 0),
+                (name("aten::linalg_norm"), some(32.0), some(66.0), 0),
             ]
         );
     }
