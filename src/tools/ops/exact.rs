@@ -6,6 +6,7 @@
 //!   and 16); a Python scalar operand (`Scalar`, `ScalarList`, or a non-tensor of no
 //!   dtype) moves no bytes, a 0-d tensor one element;
 //! - a bias charged at its recorded shape, and the GEMM's output at the inputs' dtype;
+//! - a batch norm in training only when its flag says `True`;
 //! - a reduction's output as the dimensions it keeps (`dim` read from the recorded text,
 //!   the second input, the third for `norm` / `linalg_norm`);
 //! - attention at its own dtype, and a causal mask of any shape counted as its triangle
@@ -191,6 +192,16 @@ pub(crate) fn figures(name: &str, inputs: &Inputs) -> Option<Model<Figures>> {
         "aten::mm" | "aten::bmm" => gemm(inputs, 0, false),
         "aten::addmm" | "aten::baddbmm" => gemm(inputs, 1, true),
         "aten::convolution" => convolution(inputs),
+        // TraceLens takes any non-empty flag text, "False" too, as training.
+        "aten::batch_norm"
+        | "aten::native_batch_norm"
+        | "aten::cudnn_batch_norm"
+        | "aten::miopen_batch_norm" => {
+            let training = inputs
+                .concrete(5)
+                .is_ok_and(|t| t.eq_ignore_ascii_case("true"));
+            super::norm::batch_norm_training_as(inputs, training).and_then(|f| norm(inputs, f))
+        }
         "aten::cumsum" | "aten::cumprod" => reduce(inputs, true, 1),
         // `norm(self, p, dim, ...)`, `linalg_norm(self, ord, dim, ...)`.
         "aten::norm" | "aten::linalg_norm" => reduce(inputs, false, 2),
@@ -230,6 +241,7 @@ mod tests {
  {"ph": "X", "cat": "cpu_op", "name": "aten::sum", "pid": 1, "tid": 1, "ts": 300, "dur": 10, "args": {"Input Dims": [[4, 8], [], [], []], "Input type": ["c10::BFloat16", "ScalarList", "Scalar", ""], "Concrete Inputs": ["", "[1]", "False", ""]}},
  {"ph": "X", "cat": "cpu_op", "name": "aten::linalg_norm", "pid": 1, "tid": 1, "ts": 350, "dur": 10, "args": {"Input Dims": [[4, 8], [], [], [], []], "Input type": ["c10::BFloat16", "Scalar", "ScalarList", "Scalar", ""], "Concrete Inputs": ["", "2", "[0]", "True", ""]}},
  {"ph": "X", "cat": "cpu_op", "name": "aten::_scaled_dot_product_flash_attention", "pid": 1, "tid": 1, "ts": 400, "dur": 10, "args": {"Input Dims": [[1, 2, 2, 8], [1, 2, 6, 8], [1, 2, 6, 8], [], [], [], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar", "Scalar", ""], "Concrete Inputs": ["", "", "", "0.", "True", "False", ""]}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::batch_norm", "pid": 1, "tid": 1, "ts": 450, "dur": 10, "args": {"Input Dims": [[2, 4, 3], [4], [4], [4], [4], [], [], [], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "float", "float", "Scalar", "Scalar", "Scalar", "Scalar"], "Concrete Inputs": ["", "", "", "", "", "False", "0.1", "1e-05", "True"]}},
  {"ph": "X", "cat": "cpu_op", "name": "aten::cat", "pid": 1, "tid": 1, "ts": 500, "dur": 10},
  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 501, "dur": 1, "args": {"correlation": 2}},
  {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 2, "pid": 1, "tid": 1, "ts": 501},
@@ -271,6 +283,9 @@ mod tests {
                     some(512.0),
                     0
                 ),
+                // Eval: 3C + 2n; x and y 2 x 48 B, weight and bias 8 B each, fp32 statistics
+                // 16 B each.
+                (name("aten::batch_norm"), some(60.0), some(144.0), 0),
                 // No model: reported with its kernel's time.
                 (name("aten::cat"), None, None, 3500),
             ]
@@ -284,6 +299,8 @@ mod tests {
                 (name("aten::addmm"), some(1088.0), some(480.0), 2000),
                 (name("aten::sum"), some(32.0), some(66.0), 0),
                 (name("aten::linalg_norm"), some(32.0), some(66.0), 0),
+                // Training ("False" is not empty): 6C + 5n, 2n·bpe + 6C·bpe.
+                (name("aten::batch_norm"), some(144.0), some(144.0), 0),
             ]
         );
     }

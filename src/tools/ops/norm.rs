@@ -25,9 +25,14 @@ fn forward(n: f64, c: f64, bpe: Option<f64>, affine: bool, training: bool) -> Fi
 
 /// `aten::{,native_,cudnn_,miopen_}batch_norm(input, weight, bias, mean, var, training, ...)`.
 pub(crate) fn batch_norm(inputs: &Inputs) -> Model<Figures> {
+    let training = inputs.concrete(5).is_ok_and(|t| !t.is_empty());
+    batch_norm_training_as(inputs, training)
+}
+
+/// Batch norm's figures with `training` as given (the `exact` rules read the flag).
+pub(crate) fn batch_norm_training_as(inputs: &Inputs, training: bool) -> Model<Figures> {
     let shape = inputs.shape(0)?;
     let c = *shape.get(1).ok_or(Unmodelled("no channel dimension"))? as f64;
-    let training = inputs.concrete(5).is_ok_and(|t| !t.is_empty());
     let bpe = tracelens_bpe(inputs.dtype(0));
     Ok(forward(numel(&shape), c, bpe, true, training))
 }
@@ -54,8 +59,5 @@ pub(crate) fn batch_norm_backward(inputs: &Inputs) -> Model<Figures> {
 
 /// A group norm kernel (`aiter::_groupnorm_run`): the batch-norm figures, affine, training.
 pub(crate) fn batch_norm_training(inputs: &Inputs) -> Model<Figures> {
-    let shape = inputs.shape(0)?;
-    let c = *shape.get(1).ok_or(Unmodelled("no channel dimension"))? as f64;
-    let bpe = tracelens_bpe(inputs.dtype(0));
-    Ok(forward(numel(&shape), c, bpe, true, true))
+    batch_norm_training_as(inputs, true)
 }
