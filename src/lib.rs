@@ -6,7 +6,7 @@
 //! - `python` (feature `python`): the bindings, the crate's only entry point (`_Exporter` and
 //!   the module in `mod.rs`), one file per tool family:
 //!   `python::{reader, fallback, gzip_writer, check, repair, compress, split, merge, summary,
-//!   parquet}`,
+//!   parquet, ops}`,
 //!   with `python::interrupt` (the one way a binding waits) and `python::errors` (error to
 //!   exception).
 //! - `tools`: the tools over existing trace files: `tools::check` (trace rules),
@@ -16,8 +16,11 @@
 //!   `tools::merge::{probe, steps, survey, rewrite, write, ids, names, ranks, record,
 //!   tests}`), `tools::summary` (where each rank's GPU time went:
 //!   `tools::summary::{events, intervals, exact, hta, report}`), `tools::parquet`
-//!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`); `tools::overlap`
-//!   (Perfetto's rule for overlapping slices, fed by check and repair alike), `tools::parts` (the time-window plan and part
+//!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`), `tools::ops`
+//!   (FLOPs and bytes of each operator from its recorded shapes, per family:
+//!   `tools::ops::{args, dtype, gemm, elementwise, reduce, norm, conv, attention, extensions,
+//!   exact, reference_tests}`); `tools::overlap` (Perfetto's rule for overlapping slices, fed
+//!   by check and repair alike), `tools::parts` (the time-window plan and part
 //!   writers split and merge share) and `tools::report` (one kind counted with its first
 //!   places: check's findings and repair's changes, and the collector of both).
 //! - `export`: the exporter. `export::trace` (columnar batches and the first-pass summary)
@@ -31,7 +34,9 @@
 //!   the top level is decided: an object with `traceEvents`, or the JSON Array Format),
 //!   `read::filter` (which events a filter keeps, flow ends bound to their events),
 //!   `read::ranks` (which rank a file is, for `merge` and `summary`), `read::sources` (the
-//!   one pool reading many files on threads, for `merge`, `summary` and `parquet`).
+//!   one pool reading many files on threads, for `merge`, `summary` and `parquet`),
+//!   `read::attribution` (the GPU work each CPU operator owns:
+//!   `read::attribution::{collect, tree, tests}`, for `ops` and `diff`).
 //! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast
 //!   path over text in memory), `json::tolerant` (the tolerant reader of `repair`),
 //!   `json::render` (numbers and strings), `json::object` (members of an object's text),

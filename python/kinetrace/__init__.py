@@ -31,6 +31,7 @@ from kinetrace._tools.merge import (
     MergeWarning,
     merge_traces,
 )
+from kinetrace._tools.ops import OpRow, ops
 from kinetrace._tools.parquet import ParquetRank, ParquetResult, to_parquet
 from kinetrace._tools.repair import Change, RepairReport, repair_trace
 from kinetrace._tools.split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
@@ -100,6 +101,7 @@ __all__ = [
     "MergeWarning",
     "MergedProcess",
     "MergedRank",
+    "OpRow",
     "ParquetRank",
     "ParquetResult",
     "Part",
@@ -127,6 +129,7 @@ __all__ = [
     "installed",
     "installed_context",
     "merge_traces",
+    "ops",
     "profile",
     "repair_trace",
     "schedule",

@@ -26,6 +26,7 @@ __all__ = [
     "create_temporary_dir",
     "filter_trace",
     "merge_traces",
+    "ops",
     "recompress",
     "remove_temporaries",
     "repair_trace",
@@ -373,6 +374,19 @@ class _RankFigures(TypedDict):
     warnings: list[str]
 
 def summarize(paths: list[str], rules: str, threads: int) -> list[_RankFigures]: ...
+
+class _OpRow(TypedDict):
+    uid: int
+    name: str
+    table: str
+    bwd: bool
+    flops: float | None
+    bytes: float | None
+    kernel_time_us: float
+    kernel_time_ns: int
+    kernel_uids: list[int]
+
+def ops(path: str, rules: str) -> list[_OpRow]: ...
 
 class _ParquetRank(TypedDict):
     source: str

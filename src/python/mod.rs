@@ -8,6 +8,7 @@ mod fallback;
 mod gzip_writer;
 mod interrupt;
 mod merge;
+mod ops;
 mod parquet;
 mod reader;
 mod repair;
@@ -506,6 +507,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     split::register(m)?;
     merge::register(m)?;
     summary::register(m)?;
+    ops::register(m)?;
     parquet::register(m)?;
     reader::register(m)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;

@@ -1,9 +1,10 @@
 //! Trace files in: the decompressed bytes of plain or multi-member gzip input (`members`), a
 //! trace's header and events in order, told to a visitor (`events`), which events a filter
 //! keeps, with the binding of flow ends to their events (`filter`), which rank a file is
-//! (`ranks`), and many files read on threads (`sources`: the one pool of merge, summary and
-//! parquet).
+//! (`ranks`), many files read on threads (`sources`: the one pool of merge, summary and
+//! parquet), and which GPU work each CPU operator owns (`attribution`).
 
+pub(crate) mod attribution;
 pub(crate) mod events;
 pub(crate) mod filter;
 pub(crate) mod members;

@@ -7,6 +7,7 @@
 pub(crate) mod check;
 pub(crate) mod compress;
 pub(crate) mod merge;
+pub(crate) mod ops;
 pub(crate) mod overlap;
 pub(crate) mod parquet;
 pub(crate) mod parts;

@@ -1,0 +1,223 @@
+//! What attribution keeps of each event, in one streaming pass: host events (CPU operators
+//! and runtime calls) with the few arguments the operator tools read, GPU activities with
+//! their times, and the ends of the launch flows. Nothing of the rest of an event's text.
+
+use std::collections::HashMap;
+
+use crate::error::Result;
+use crate::json::decimal::{ns_of, whole_number};
+use crate::json::object::{member, Duplicates};
+use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_ID, SLOT_TS};
+
+/// What a host event is to the call tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HostKind {
+    /// `cpu_op`: a CPU operator.
+    Op,
+    /// `cuda_runtime` / `cuda_driver`: a call that may launch GPU work.
+    Runtime,
+}
+
+/// The arguments of a CPU operator the operator tools read, as written (JSON text).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OpArgs {
+    pub(crate) input_dims: Option<Box<str>>,
+    pub(crate) input_type: Option<Box<str>>,
+    pub(crate) concrete_inputs: Option<Box<str>>,
+    pub(crate) input_strides: Option<Box<str>>,
+}
+
+/// One host event as read.
+#[derive(Debug, Clone)]
+pub(crate) struct HostEvent {
+    pub(crate) uid: u64,
+    pub(crate) kind: HostKind,
+    pub(crate) name: u32,
+    /// The (pid, tid) it ran on, numbered in the order met.
+    pub(crate) thread: u32,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) correlation: Option<i64>,
+    pub(crate) external_id: Option<i64>,
+    pub(crate) sequence: Option<i64>,
+    /// Only for [`HostKind::Op`].
+    pub(crate) args: Option<Box<OpArgs>>,
+}
+
+/// One GPU activity (kernel, memcpy, memset).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GpuEvent {
+    pub(crate) uid: u64,
+    pub(crate) thread: u32,
+    /// Exact times in ns.
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    /// `ts` and `dur` in µs as floats (how float-based tools such as TraceLens see them).
+    pub(crate) ts_us: f64,
+    pub(crate) dur_us: f64,
+    pub(crate) correlation: Option<i64>,
+    pub(crate) external_id: Option<i64>,
+}
+
+/// Host categories that make up the call tree.
+const OP_CATS: [&str; 1] = ["cpu_op"];
+const RUNTIME_CATS: [&str; 2] = ["cuda_runtime", "cuda_driver"];
+/// GPU categories whose time an operator owns.
+const GPU_CATS: [&str; 3] = ["kernel", "gpu_memcpy", "gpu_memset"];
+
+/// Everything one pass keeps.
+#[derive(Default)]
+pub(crate) struct Collected {
+    pub(crate) names: Vec<Box<str>>,
+    name_ids: HashMap<Box<[u8]>, u32>,
+    thread_ids: HashMap<Box<[u8]>, u32>,
+    pub(crate) hosts: Vec<HostEvent>,
+    pub(crate) gpu: Vec<GpuEvent>,
+    /// Flow `id`s of `ac2g` starts.
+    pub(crate) flow_starts: std::collections::HashSet<i64>,
+    /// Flow `id` -> thread of its (last) `ac2g` end.
+    pub(crate) flow_ends: HashMap<i64, u32>,
+    /// Whether the first launching runtime call carries `correlation` (else `External id`
+    /// links launches to GPU work); `None` until one is met.
+    pub(crate) link_by_correlation: Option<bool>,
+}
+
+/// Integer members of `args` the tree needs, and the operator arguments.
+#[derive(Default)]
+struct ArgsRead {
+    correlation: Option<i64>,
+    external_id: Option<i64>,
+    sequence: Option<i64>,
+    op: OpArgs,
+}
+
+fn text_of(value: &[u8]) -> Box<str> {
+    String::from_utf8_lossy(value).into()
+}
+
+fn read_args(raw: &[u8], with_op_args: bool) -> ArgsRead {
+    let mut out = ArgsRead::default();
+    let Some(args) = member(raw, b"args", Duplicates::Last) else {
+        return out;
+    };
+    let _ = crate::json::object::for_each_member(args, |key, value| match key {
+        b"correlation" => out.correlation = whole_number(value),
+        b"External id" => out.external_id = whole_number(value),
+        b"Sequence number" => out.sequence = whole_number(value),
+        b"Input Dims" if with_op_args => out.op.input_dims = Some(text_of(value)),
+        b"Input type" if with_op_args => out.op.input_type = Some(text_of(value)),
+        b"Concrete Inputs" if with_op_args => out.op.concrete_inputs = Some(text_of(value)),
+        b"Input Strides" if with_op_args => out.op.input_strides = Some(text_of(value)),
+        _ => {}
+    });
+    out
+}
+
+impl Collected {
+    fn name_id(&mut self, name: &[u8]) -> u32 {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.name_ids.insert(name.into(), id);
+        self.names.push(text_of(name));
+        id
+    }
+
+    fn thread_id(&mut self, key: &[u8]) -> u32 {
+        if let Some(&id) = self.thread_ids.get(key) {
+            return id;
+        }
+        let id = self.thread_ids.len() as u32;
+        self.thread_ids.insert(key.into(), id);
+        id
+    }
+
+    fn flow(&mut self, ev: &Event<'_>) {
+        let Some(id) = ev.value_text(SLOT_ID).and_then(whole_number) else {
+            return;
+        };
+        match ev.ph {
+            b"s" => {
+                self.flow_starts.insert(id);
+            }
+            b"f" => {
+                let thread = self.thread_id(ev.thread_key);
+                self.flow_ends.insert(id, thread);
+            }
+            _ => {}
+        }
+    }
+
+    fn host(&mut self, ev: &Event<'_>, kind: HostKind, start: i64, end: i64) {
+        let args = read_args(ev.raw, kind == HostKind::Op);
+        if kind == HostKind::Runtime && self.link_by_correlation.is_none() {
+            let launch = String::from_utf8_lossy(ev.name).to_lowercase();
+            if launch.contains("launch") {
+                self.link_by_correlation = Some(args.correlation.is_some());
+            }
+        }
+        let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
+        self.hosts.push(HostEvent {
+            uid: ev.index,
+            kind,
+            name,
+            thread,
+            start,
+            end,
+            correlation: args.correlation,
+            external_id: args.external_id,
+            sequence: args.sequence,
+            args: (kind == HostKind::Op).then(|| Box::new(args.op)),
+        });
+    }
+
+    fn gpu_event(&mut self, ev: &Event<'_>, start: i64, end: i64) {
+        let args = read_args(ev.raw, false);
+        let thread = self.thread_id(ev.thread_key);
+        self.gpu.push(GpuEvent {
+            uid: ev.index,
+            thread,
+            start,
+            end,
+            ts_us: ev.ts.unwrap_or(0.0),
+            dur_us: ev.dur.unwrap_or(0.0),
+            correlation: args.correlation,
+            external_id: args.external_id,
+        });
+    }
+}
+
+impl Visitor for Collected {
+    fn header(&mut self, _key: &[u8], _raw: &[u8], _after_events: bool) -> Result<()> {
+        Ok(())
+    }
+
+    fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+        let Some(cat) = ev.cat else {
+            return Ok(());
+        };
+        if cat == "ac2g" {
+            self.flow(ev);
+            return Ok(());
+        }
+        if ev.ph != b"X" {
+            return Ok(());
+        }
+        let (Some(start), Some(dur)) = (
+            ns_of(ev.value_text(SLOT_TS)),
+            ns_of(ev.value_text(SLOT_DUR)),
+        ) else {
+            return Ok(());
+        };
+        let end = start.saturating_add(dur);
+        if OP_CATS.contains(&cat) {
+            self.host(ev, HostKind::Op, start, end);
+        } else if RUNTIME_CATS.contains(&cat) {
+            self.host(ev, HostKind::Runtime, start, end);
+        } else if GPU_CATS.contains(&cat) {
+            self.gpu_event(ev, start, end);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,89 @@
+use std::path::Path;
+
+use super::*;
+
+/// Two nested operators on thread 1 launching two overlapping kernels through flows, an
+/// operator that bleeds 0.5 µs past its parent (kept) and one that overruns it by 2 µs
+/// (left out), a graph launch owning two kernels of its correlation, and a backward frame
+/// on thread 2 linked by sequence number to the later of two forward operators.
+const TRACE: &str = r#"{"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 0, "dur": 100, "args": {"Sequence number": 7, "Input Dims": [[2, 3]]}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 50, "args": {"Sequence number": 7, "Input type": ["float"]}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"correlation": 11}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 30, "dur": 5, "args": {"correlation": 12}},
+ {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 11, "pid": 1, "tid": 1, "ts": 20},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 11, "pid": 0, "tid": 7, "ts": 200, "bp": "e"},
+ {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 12, "pid": 1, "tid": 1, "ts": 30},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 12, "pid": 0, "tid": 7, "ts": 205, "bp": "e"},
+ {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 200, "dur": 10.5, "args": {"correlation": 11}},
+ {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 205, "dur": 10, "args": {"correlation": 12}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::bleeds", "pid": 1, "tid": 1, "ts": 90, "dur": 10.5},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::overruns", "pid": 1, "tid": 1, "ts": 95, "dur": 7},
+ {"ph": "X", "cat": "cpu_op", "name": "graphed", "pid": 1, "tid": 1, "ts": 300, "dur": 10},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": 301, "dur": 2, "args": {"correlation": 20}},
+ {"ph": "X", "cat": "kernel", "name": "g1", "pid": 0, "tid": 7, "ts": 400, "dur": 1, "args": {"correlation": 20}},
+ {"ph": "X", "cat": "gpu_memset", "name": "g2", "pid": 0, "tid": 8, "ts": 400.5, "dur": 1, "args": {"correlation": 20}},
+ {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: AddmmBackward0", "pid": 1, "tid": 2, "ts": 500, "dur": 10, "args": {"Sequence number": 7}}
+]}"#;
+
+fn attributed(text: &str) -> Attribution {
+    let scratch = crate::testing::scratch("attribution");
+    let dir: &Path = &scratch;
+    let path = dir.join("t.json");
+    std::fs::write(&path, text).unwrap();
+    attribute(&path, ReadOptions::default(), &mut |_| Ok(())).unwrap()
+}
+
+fn op<'a>(a: &'a Attribution, name: &str) -> &'a Op {
+    a.ops.iter().find(|o| a.name(o) == name).unwrap()
+}
+
+#[test]
+fn operators_own_their_subtrees_kernels_as_busy_time() {
+    let a = attributed(TRACE);
+    let (linear, addmm) = (op(&a, "aten::linear"), op(&a, "aten::addmm"));
+    assert_eq!(addmm.parent, Some(0));
+    assert_eq!((linear.uid, addmm.uid), (0, 1));
+    assert_eq!(linear.gpu, addmm.gpu);
+    assert_eq!(addmm.gpu.len(), 2);
+    // k1 [200, 210.5], k2 [205, 215]: busy 15 µs, not the summed 20.5.
+    assert_eq!(tree::busy_ns(&a.gpu, &addmm.gpu), 15_000);
+    assert_eq!(tree::busy_us_float(&a.gpu, &addmm.gpu), 15.0);
+    assert_eq!(linear.args.input_dims.as_deref(), Some("[[2, 3]]"));
+    assert_eq!(addmm.args.input_type.as_deref(), Some("[\"float\"]"));
+}
+
+#[test]
+fn a_child_may_bleed_under_a_microsecond_past_its_parent() {
+    let a = attributed(TRACE);
+    assert_eq!(op(&a, "aten::bleeds").parent, Some(0));
+    assert_eq!(op(&a, "aten::overruns").parent, None);
+}
+
+#[test]
+fn a_graph_launch_owns_every_activity_of_its_correlation() {
+    let a = attributed(TRACE);
+    let graphed = op(&a, "graphed");
+    assert_eq!(graphed.gpu.len(), 2);
+    assert_eq!(tree::busy_ns(&a.gpu, &graphed.gpu), 1_500);
+}
+
+#[test]
+fn a_backward_frame_links_to_the_latest_forward_of_its_number() {
+    let a = attributed(TRACE);
+    let frame = op(&a, "autograd::engine::evaluate_function: AddmmBackward0");
+    assert_eq!(frame.forward, Some(1));
+    assert_eq!(op(&a, "aten::addmm").backward, vec![5]);
+    assert!(op(&a, "aten::linear").backward.is_empty());
+}
+
+#[test]
+fn launches_link_by_external_id_when_the_first_launch_has_no_correlation() {
+    let text = TRACE
+        .replace("\"correlation\": 11}", "\"External id\": 11}")
+        .replace("\"correlation\": 12}", "\"External id\": 12}");
+    let a = attributed(&text);
+    assert_eq!(op(&a, "aten::addmm").gpu.len(), 2);
+    // The graph launch's correlation is no link value then.
+    assert!(op(&a, "graphed").gpu.is_empty());
+}

@@ -1,0 +1,359 @@
+//! `ops`: how much work each CPU operator's GPU time did: FLOPs and bytes from the shapes
+//! the trace records (`Input Dims`, `Input type`, `Concrete Inputs`), per operator family
+//! (`gemm`, `elementwise`, `reduce`, `norm`, `conv`, `attention`; bytes per element in
+//! `dtype`, the recorded inputs parsed by `args`), over the GPU time attribution
+//! (`crate::read::attribution`) gives each operator.
+//!
+//! Under the `exact` rules (`exact`) each modelled operator is counted once, at the
+//! outermost, its bytes from each tensor's own dtype. Under the `tracelens` rules the rows are TraceLens's per-instance family tables, quirks
+//! included: every operator whose name has a model, at any depth (a `layer_norm` and the
+//! `native_layer_norm` inside it both, on the same kernels), and for the families with a
+//! backward table a second row per operator with a linked backward frame, timed by that
+//! frame's kernels.
+
+pub(crate) mod args;
+mod attention;
+mod conv;
+mod dtype;
+mod elementwise;
+mod exact;
+mod extensions;
+mod gemm;
+mod norm;
+mod reduce;
+
+use std::path::Path;
+
+use crate::error::Result;
+use crate::read::attribution::{attribute, tree, Attribution, Op};
+use crate::read::events::ReadOptions;
+use args::{Inputs, Model};
+
+/// An operator's work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Figures {
+    pub(crate) flops: f64,
+    /// `None` where a dtype's size is unknown.
+    pub(crate) bytes: Option<f64>,
+}
+
+/// The family tables (TraceLens's sheet names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Table {
+    Gemm,
+    UnaryElementwise,
+    BinaryElementwise,
+    Normalization,
+    Reduce,
+    Conv,
+    Sdpa,
+    RmsNorm,
+    InferenceAttention,
+    Rope,
+    /// `exact`: an operator whose GPU work no model covers.
+    Unmodelled,
+}
+
+impl Table {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Table::Gemm => "GEMM",
+            Table::UnaryElementwise => "UnaryElementwise",
+            Table::BinaryElementwise => "BinaryElementwise",
+            Table::Normalization => "Normalization",
+            Table::Reduce => "Reduce",
+            Table::Conv => "CONV",
+            Table::Sdpa => "SDPA",
+            Table::RmsNorm => "RMSNorm",
+            Table::InferenceAttention => "InferenceAttention",
+            Table::Rope => "RoPE",
+            Table::Unmodelled => "unmodelled",
+        }
+    }
+}
+
+type Compute = fn(&Inputs) -> Model<Figures>;
+
+/// A family's model for one operator name: its table, forward figures and, for the
+/// families with a backward table, the figures of its backward.
+struct Family {
+    table: Table,
+    forward: Compute,
+    backward: Option<Compute>,
+}
+
+const UNARY: [&str; 11] = [
+    "aten::copy",
+    "aten::copy_",
+    "aten::clamp_min",
+    "aten::clamp_min_",
+    "aten::clamp_max",
+    "aten::clamp_max_",
+    "aten::sigmoid",
+    "aten::rsqrt",
+    "aten::silu",
+    "aten::neg",
+    "aten::pow",
+];
+const BINARY: [&str; 8] = [
+    "aten::div",
+    "aten::div_",
+    "aten::mul",
+    "aten::mul_",
+    "aten::add",
+    "aten::add_",
+    "aten::sigmoid_backward",
+    "aten::threshold_backward",
+];
+const REDUCE: [&str; 13] = [
+    "aten::sum",
+    "aten::mean",
+    "aten::max",
+    "aten::min",
+    "aten::norm",
+    "aten::linalg_norm",
+    "aten::std",
+    "aten::var",
+    "aten::logsumexp",
+    "aten::cumsum",
+    "aten::cumprod",
+    "aten::amin",
+    "aten::amax",
+];
+
+fn family(name: &str) -> Option<Family> {
+    let f = |table, forward: Compute| Family {
+        table,
+        forward,
+        backward: None,
+    };
+    let with_bwd = |table, forward: Compute, backward: Compute| Family {
+        table,
+        forward,
+        backward: Some(backward),
+    };
+    Some(match name {
+        "aten::mm" => f(Table::Gemm, |i| gemm::mm(i, 0, false)),
+        "aten::addmm" => f(Table::Gemm, |i| gemm::mm(i, 1, true)),
+        "aten::bmm" => f(Table::Gemm, |i| gemm::bmm(i, 0, false)),
+        "aten::baddbmm" => f(Table::Gemm, |i| gemm::bmm(i, 1, true)),
+        "aten::_scaled_mm" => f(Table::Gemm, gemm::scaled_mm),
+        n if UNARY.contains(&n) => f(Table::UnaryElementwise, elementwise::unary),
+        n if BINARY.contains(&n) => f(Table::BinaryElementwise, elementwise::binary),
+        n if is_resize(n) => f(Table::UnaryElementwise, elementwise::resize),
+        "aten::cumsum" | "aten::cumprod" => with_bwd(
+            Table::Reduce,
+            |i| reduce::reduce(i, true),
+            |i| reduce::reduce(i, true),
+        ),
+        n if REDUCE.contains(&n) => with_bwd(
+            Table::Reduce,
+            |i| reduce::reduce(i, false),
+            |i| reduce::reduce(i, false),
+        ),
+        "aten::batch_norm"
+        | "aten::native_batch_norm"
+        | "aten::cudnn_batch_norm"
+        | "aten::miopen_batch_norm" => f(Table::Normalization, norm::batch_norm),
+        "aten::layer_norm" | "aten::native_layer_norm" => f(Table::Normalization, norm::layer_norm),
+        "aten::native_batch_norm_backward" => f(Table::Normalization, norm::batch_norm_backward),
+        "aten::convolution" => with_bwd(Table::Conv, conv::forward, conv::forward_backward),
+        "aten::convolution_backward" => f(Table::Conv, conv::backward),
+        "aten::_scaled_dot_product_flash_attention" => f(Table::Sdpa, |i| {
+            attention::sdpa(i, &attention::Layout { causal_at: 4 })
+        }),
+        "aten::_scaled_dot_product_efficient_attention"
+        | "aten::_scaled_dot_product_cudnn_attention" => f(Table::Sdpa, |i| {
+            attention::sdpa(i, &attention::Layout { causal_at: 6 })
+        }),
+        _ => return extension(name),
+    })
+}
+
+/// The vendor operators of `extensions`.
+fn extension(name: &str) -> Option<Family> {
+    let f = |table, forward: Compute| Family {
+        table,
+        forward,
+        backward: None,
+    };
+    Some(match name {
+        "aiter::gemm_a16w16" | "vllm::rocm_unquantized_gemm" => f(Table::Gemm, extensions::gemm_nk),
+        "aiter::rms_norm" | "aiter::rmsnorm" => {
+            f(Table::RmsNorm, |i| extensions::rms_norm(i, false))
+        }
+        "aiter::add_rmsnorm" | "aiter::rmsnorm2d_fwd_with_add_ck" => {
+            f(Table::RmsNorm, |i| extensions::rms_norm(i, true))
+        }
+        "aiter::_groupnorm_run" => f(Table::Normalization, norm::batch_norm_training),
+        "sglang::store_cache" => f(Table::InferenceAttention, extensions::store_cache),
+        "sgl_kernel::rotary_embedding" => f(Table::Rope, extensions::rotary_embedding),
+        "sgl_kernel::silu_and_mul" => f(Table::UnaryElementwise, extensions::silu_and_mul),
+        _ => return None,
+    })
+}
+
+fn is_resize(name: &str) -> bool {
+    ["aten::replication_pad", "aten::upsample_nearest"]
+        .iter()
+        .any(|p| {
+            name.strip_prefix(p)
+                .is_some_and(|d| ["1d", "2d", "3d"].contains(&d))
+        })
+}
+
+/// One operator instance's row of a family table.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct InstanceRow {
+    /// Index of the operator's event in `traceEvents`.
+    pub(crate) uid: u64,
+    pub(crate) name: String,
+    pub(crate) table: Table,
+    /// A backward row: the forward operator's shapes, its backward frames' GPU time.
+    pub(crate) bwd: bool,
+    /// `None` for an unmodelled operator.
+    pub(crate) figures: Option<Figures>,
+    /// GPU busy time, µs, as TraceLens computes it (floats at absolute times).
+    pub(crate) kernel_us: f64,
+    /// GPU busy time, exact ns.
+    pub(crate) kernel_ns: i64,
+    /// The GPU activities timed (indices in `traceEvents`).
+    pub(crate) kernel_uids: Vec<u64>,
+}
+
+fn row(
+    a: &Attribution,
+    op: &Op,
+    table: Table,
+    bwd: bool,
+    figures: Option<Figures>,
+    gpu: &[u32],
+) -> InstanceRow {
+    InstanceRow {
+        uid: op.uid,
+        name: a.name(op).to_string(),
+        table,
+        bwd,
+        figures,
+        kernel_us: tree::busy_us_float(&a.gpu, gpu),
+        kernel_ns: tree::busy_ns(&a.gpu, gpu),
+        kernel_uids: gpu.iter().map(|&g| a.gpu[g as usize].uid).collect(),
+    }
+}
+
+/// TraceLens's instance rows of the family tables for an attributed trace, in file order
+/// of the operators (a forward row before its backward row).
+pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
+    let mut rows = Vec::new();
+    for op in &a.ops {
+        let Some(fam) = family(a.name(op)) else {
+            continue;
+        };
+        let inputs = Inputs::of(&op.args);
+        if let Ok(figures) = (fam.forward)(&inputs) {
+            rows.push(row(a, op, fam.table, false, Some(figures), &op.gpu));
+        }
+        let Some(backward) = fam.backward else {
+            continue;
+        };
+        if op.backward.is_empty() {
+            continue;
+        }
+        if let Ok(figures) = backward(&inputs) {
+            rows.push(row(
+                a,
+                op,
+                fam.table,
+                true,
+                Some(figures),
+                &a.backward_gpu(op),
+            ));
+        }
+    }
+    rows
+}
+
+/// Whether an operator has a modelled operator above it.
+fn under_a_model(a: &Attribution, op: &Op) -> bool {
+    let mut up = op.parent;
+    while let Some(p) = up {
+        let parent = &a.ops[p as usize];
+        if family(a.name(parent)).is_some() {
+            return true;
+        }
+        up = parent.parent;
+    }
+    false
+}
+
+/// The GPU activities an operator launched itself: its subtree's less its child operators'.
+fn own_gpu(a: &Attribution, children: &[Vec<u32>], i: usize) -> Vec<u32> {
+    let below = tree::union_of(&a.ops, &children[i]);
+    let mut own = a.ops[i].gpu.clone();
+    own.retain(|g| below.binary_search(g).is_err());
+    own
+}
+
+/// The `exact` rules' rows (see `exact`): each modelled operator once, at the outermost;
+/// an operator no model covers that launched GPU work itself, or a modelled one whose
+/// inputs its model cannot read, as an `Unmodelled` row timed by that work. Every GPU
+/// activity under an operator is in exactly one row.
+pub(crate) fn exact_rows_of(a: &Attribution) -> Vec<InstanceRow> {
+    let mut children = vec![Vec::new(); a.ops.len()];
+    for (i, op) in a.ops.iter().enumerate() {
+        if let Some(p) = op.parent {
+            children[p as usize].push(i as u32);
+        }
+    }
+    let mut rows = Vec::new();
+    for (i, op) in a.ops.iter().enumerate() {
+        let name = a.name(op);
+        if under_a_model(a, op) {
+            continue;
+        }
+        match family(name) {
+            Some(fam) => match exact::figures(name, &Inputs::of(&op.args)) {
+                Some(Ok(figures)) => {
+                    rows.push(row(a, op, fam.table, false, Some(figures), &op.gpu))
+                }
+                // Its inputs are not what its model reads: its GPU work is still reported.
+                _ if !op.gpu.is_empty() => {
+                    rows.push(row(a, op, Table::Unmodelled, false, None, &op.gpu))
+                }
+                _ => {}
+            },
+            None if !op.gpu.is_empty() => {
+                let own = own_gpu(a, &children, i);
+                if !own.is_empty() {
+                    rows.push(row(a, op, Table::Unmodelled, false, None, &own));
+                }
+            }
+            None => {}
+        }
+    }
+    rows
+}
+
+/// Which figures `ops` gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rules {
+    Exact,
+    TraceLens,
+}
+
+/// The instance rows of the trace at `path` under `rules`; `progress` is called as the
+/// trace is read (its error stops the read).
+pub(crate) fn rows(
+    path: &Path,
+    rules: Rules,
+    progress: &mut dyn FnMut() -> Result<()>,
+) -> Result<Vec<InstanceRow>> {
+    let a = attribute(path, ReadOptions::default(), &mut |_| progress())?;
+    Ok(match rules {
+        Rules::Exact => exact_rows_of(&a),
+        Rules::TraceLens => tracelens_rows_of(&a),
+    })
+}
+
+#[cfg(test)]
+mod reference_tests;
