@@ -438,7 +438,9 @@ def test_the_installed_build_carries_no_test_hooks(tmp_path: Path) -> None:
     (``noxfile.py``'s ``hooks`` session makes one for ``tests/test_panics.py`` and
     ``tests/test_bench_gate.py``), never in the wheel: no panic hooks, and
     ``KINETRACE_TEST_SLOWDOWN`` changes nothing (in a test-hooks build, 999 would hold this
-    summary, ~20 ms, for ~20 s; the bound, 10 s, is far above its time on a busy machine)."""
+    summary, ~20 ms, for ~20 s; the bound, 10 s, is far above its time on a busy machine),
+    nor does ``KINETRACE_TEST_PANIC_READING`` (a test-hooks build's reader of that file
+    panics)."""
     from kinetrace import _kinetrace
 
     trace = tmp_path / "t.json"
@@ -454,7 +456,11 @@ def test_the_installed_build_carries_no_test_hooks(tmp_path: Path) -> None:
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(trace)],
-        env={**subprocess_env(), "KINETRACE_TEST_SLOWDOWN": "999"},
+        env={
+            **subprocess_env(),
+            "KINETRACE_TEST_SLOWDOWN": "999",
+            "KINETRACE_TEST_PANIC_READING": trace.name,
+        },
         capture_output=True,
         text=True,
         timeout=120,

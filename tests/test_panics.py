@@ -11,6 +11,7 @@ instead of skipping."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,40 @@ def test_writer_thread_panic(tmp_path, suffix, panic_after):
     assert_valid_trace(path)
     kinetrace.export_chrome_trace(SyntheticResult(5_000), path)
     assert_valid_trace(path)
+
+
+def _rank_trace(path: Path, rank: int) -> None:
+    events = [
+        {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": i * 10}
+        | {"dur": 5, "args": {"stream": 7}}
+        for i in range(200)
+    ]
+    path.write_text(json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": events}))
+
+
+@pytest.mark.parametrize("tool", ["summary", "parquet", "merge"])
+def test_a_panicking_reader_is_an_error_naming_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str
+) -> None:
+    """The one pool of reader threads (``src/read/sources.rs``) turns a reader's panic into an
+    error naming the file it read, for every tool on it; the others stop, nothing is left."""
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for rank in range(3):
+        _rank_trace(ranks / f"rank{rank}.json", rank)
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setenv("KINETRACE_TEST_PANIC_READING", "rank1.json")
+    calls: dict[str, Any] = {
+        "summary": lambda: kinetrace.summarize(ranks),
+        "parquet": lambda: kinetrace.to_parquet(ranks, out / "dataset"),
+        "merge": lambda: kinetrace.merge_traces([ranks], out / "merged.json"),
+    }
+    with pytest.raises(RuntimeError, match="panic") as info:
+        calls[tool]()
+    assert "rank1.json" in str(info.value), info.value
+    assert "requested by a test" in str(info.value)
+    assert list(out.iterdir()) == [], "a failed run left something behind"
+    assert_no_kinetrace_threads()
+    monkeypatch.delenv("KINETRACE_TEST_PANIC_READING")
+    calls[tool]()  # the module keeps working

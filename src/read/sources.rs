@@ -11,7 +11,7 @@
 //! it was reading; the other readers stop as for any error.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
@@ -207,14 +207,17 @@ impl<'a> Sources<'a> {
             if i >= self.paths.len() || reader.stopped() {
                 break;
             }
-            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(i, reader)))
-                .unwrap_or_else(|p| {
-                    let path = self.paths[i].display();
-                    Err(Error::Panic(format!(
-                        "reading {path}: {}",
-                        panic_message(&*p)
-                    )))
-                });
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                panic_if_asked(&self.paths[i]);
+                work(i, reader)
+            }))
+            .unwrap_or_else(|p| {
+                let path = self.paths[i].display();
+                Err(Error::Panic(format!(
+                    "reading {path}: {}",
+                    panic_message(&*p)
+                )))
+            });
             if let Err(e) = done.and_then(|d| reader.send(Msg::Done(i, d), 0)) {
                 fail(e);
                 break;
@@ -247,6 +250,20 @@ impl<'a> Sources<'a> {
             .collect())
     }
 }
+
+/// `KINETRACE_TEST_PANIC_READING=NAME` (builds with the `test-hooks` feature only, never a
+/// release wheel): the reader of the source whose file name is NAME panics, so
+/// `tests/test_panics.py` can see what each tool makes of a panicking reader.
+#[cfg(feature = "test-hooks")]
+fn panic_if_asked(path: &Path) {
+    let asked = std::env::var_os("KINETRACE_TEST_PANIC_READING");
+    if asked.is_some_and(|name| path.file_name() == Some(name.as_os_str())) {
+        panic!("panic requested by a test");
+    }
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn panic_if_asked(_: &Path) {}
 
 /// The calling thread's part of [`Sources::run`]: every message handed to `on_msg` as it
 /// comes, and `progress` told the bytes read between waits, until the readers are done or
@@ -292,7 +309,6 @@ fn take_messages<M>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     fn paths(n: usize) -> Vec<PathBuf> {
         (0..n)

@@ -1,5 +1,6 @@
 """The hooks only a build with the cargo feature ``test-hooks`` has (never a release wheel:
-``tests/test_install.py`` checks): ``_panic_for_tests`` and the writer-thread panic
+``tests/test_install.py`` checks): ``_panic_for_tests``, the writer-thread panic
+and a panicking reader of many sources, ``KINETRACE_TEST_PANIC_READING=NAME``
 (``tests/test_panics.py``), and ``KINETRACE_TEST_SLOWDOWN`` (``tests/test_bench_gate.py``).
 ``noxfile.py``'s ``hooks`` session runs those files against such a build with
 ``KINETRACE_REQUIRE_TEST_HOOKS=1``, where a build without them fails instead of skipping."""
