@@ -35,6 +35,7 @@ TOOLS: dict[str, tuple[Callable[[Path, Path], list[str | Path]], str]] = {
     "filter": (lambda src, out: ["filter", src, out / "f.json"], "filter_trace"),
     "merge": (lambda src, out: ["merge", src, "-o", out / "m.json"], "merge_traces"),
     "summary": (lambda src, out: ["summary", src, "--html", out / "s.html"], "summarize"),
+    "diff": (lambda src, out: ["diff", src, src], "diff"),
     "parquet": (lambda src, out: ["parquet", src, "-o", out / "ds"], "to_parquet"),
 }
 
@@ -82,7 +83,7 @@ def test_check_findings_fail(tmp_path):
     assert run("check", "--strict", src) == status.FAILED
 
 
-@pytest.mark.parametrize("tool", [tool for tool in TOOLS if tool != "check"])
+@pytest.mark.parametrize("tool", [tool for tool in TOOLS if tool not in ("check", "diff")])
 def test_unwritable_output_fails(tool, trace, tmp_path, capsys):
     """The output cannot be written (its folder is a file): a failure, not an unreadable
     input."""
@@ -144,7 +145,7 @@ def test_unreadable_input(tool, cause, tmp_path, capsys):
         pytest.skip("no /proc/self/mem to fail a read")
     src = UNREADABLE[cause](tmp_path)
     argv = _args(tool, src, tmp_path / "out")
-    if tool in ("merge", "summary", "parquet") and cause == "directory":
+    if tool in ("merge", "summary", "parquet", "diff") and cause == "directory":
         # merge, summary and parquet read the traces in a directory: an empty one holds none,
         # which the error says in the tool's own name (one sources helper for the three).
         assert run(*argv) == status.FAILED
@@ -217,6 +218,7 @@ OUT_OF_RANGE: dict[str, list[list[str]]] = {
     "filter": [["--min-dur-us", "-1"]],
     "merge": [["-l", "10"], ["-j", "0"], ["--max-mb", "-5"]],
     "summary": [["-j", "0"], ["--threads", "2000"]],
+    "diff": [["-j", "0"], ["--fail-above", "-1"], ["--skip-first", "-1"], ["--fail-above", "nan"]],
     "parquet": [["--level", "23"], ["-l", "0"], ["--threads", "2000"], ["-j", "0"]],
 }
 

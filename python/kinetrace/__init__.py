@@ -24,6 +24,14 @@ from kinetrace._export.workers import WorkerError
 from kinetrace._kinetrace import __version__
 from kinetrace._tools.check import CheckReport, Example, Finding, TraceInfo, TrackCount, check_trace
 from kinetrace._tools.compress import CompressResult, compress_trace
+from kinetrace._tools.diff import (
+    DiffResult,
+    FigureChange,
+    KernelChange,
+    RankDiff,
+    StepComparison,
+    diff,
+)
 from kinetrace._tools.merge import (
     MergedProcess,
     MergedRank,
@@ -88,14 +96,17 @@ __all__ = [
     "Change",
     "CheckReport",
     "CompressResult",
+    "DiffResult",
     "Example",
     "ExportHandle",
     "ExportStats",
     "FallbackWarning",
+    "FigureChange",
     "FilterResult",
     "Finding",
     "GzipWriter",
     "Keep",
+    "KernelChange",
     "KernelStats",
     "MergeResult",
     "MergeWarning",
@@ -106,10 +117,12 @@ __all__ = [
     "ParquetResult",
     "Part",
     "ProfilerAction",
+    "RankDiff",
     "RankSummary",
     "RepairReport",
     "SplitResult",
     "Step",
+    "StepComparison",
     "StepSpread",
     "StreamIdle",
     "Summary",
@@ -122,6 +135,7 @@ __all__ = [
     "__version__",
     "check_trace",
     "compress_trace",
+    "diff",
     "export_chrome_trace",
     "export_parquet",
     "filter_trace",

@@ -21,7 +21,7 @@ to ``status.run_tool``, which checks the inputs and maps what the work raises).
 
 Exit statuses otherwise (``kinetrace --help`` prints the table, ``status.TABLE``): 0 done,
 1 findings or failure (a bad trace, a write error, nothing selected), 2 an unreadable input
-or a usage error.
+or a usage error, 3 a regression (``diff --fail-above``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from kinetrace._cli import (
     check,
     compress,
     demo,
+    diff,
     merge,
     parquet,
     repair,
@@ -62,6 +63,7 @@ SUBCOMMANDS: list[ModuleType] = [
     filter_,
     merge,
     summary,
+    diff,
     parquet,
 ]
 

@@ -26,6 +26,7 @@ __all__ = [
     "DONE",
     "FAILED",
     "INTERRUPTED",
+    "REGRESSION",
     "TABLE",
     "UNREADABLE",
     "USAGE",
@@ -48,6 +49,9 @@ FAILED = 1
 UNREADABLE = 2
 #: A usage error (argparse's own status, also for no subcommand).
 USAGE = 2
+#: ``diff --fail-above PCT``: NEW is significantly slower than BASE by more than PCT %, a
+#: status of its own so CI tells a regression from a broken input (1).
+REGRESSION = 3
 #: Ctrl-C (128 + SIGINT).
 INTERRUPTED = 128 + signal.SIGINT
 #: stdout was closed (128 + SIGPIPE): ``kinetrace check big.json | head -3``.
@@ -72,6 +76,11 @@ TABLE: tuple[tuple[str, str], ...] = (
         str(UNREADABLE),
         "an input cannot be read (missing, a directory where a file is expected, no "
         "permission, an I/O error), or a usage error",
+    ),
+    (
+        str(REGRESSION),
+        "diff --fail-above PCT: NEW's step time is significantly slower than BASE's by more "
+        "than PCT %",
     ),
     ("128+N", f"stopped by signal N: {INTERRUPTED} Ctrl-C, 143 SIGTERM, 129 SIGHUP"),
     (str(CLOSED_STDOUT), "stdout was closed (the reader of a pipe, such as head, stopped)"),

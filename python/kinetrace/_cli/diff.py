@@ -1,0 +1,261 @@
+"""``kinetrace diff BASE NEW [--json | --markdown] [--fail-above PCT] [--skip-first N]``: what
+changed between two runs, the verdict on the step time first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import warnings
+from typing import Any
+
+from kinetrace._cli.args import add_threads_option
+from kinetrace._cli.status import DONE, REGRESSION, run_tool
+from kinetrace._text import duration
+from kinetrace._tools.diff import MIN_STEPS, DiffResult, StepComparison, diff
+from kinetrace._tools.summary import SummaryWarning
+
+__all__ = ["add_parser", "cmd_diff", "markdown", "report", "verdict_lines"]
+
+PROG = "kinetrace diff"
+
+#: Rows of the kernel table; the report's width.
+TOP = 10
+WIDTH = 100
+#: The most lines ``--markdown`` prints (a pull-request comment to take in at a glance).
+MARKDOWN_LINES = 60
+
+
+def _signed(us: float) -> str:
+    return ("-" if us < 0 else "+") + duration(abs(us))
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}%"
+
+
+def _p(p: float | None) -> str:
+    return "-" if p is None else f"{p:.2g}" if p >= 0.0001 else "<0.0001"
+
+
+def _p_is(p: float | None) -> str:
+    text = _p(p)
+    return f"p{text}" if text.startswith("<") else f"p={text}"
+
+
+def verdict_lines(v: StepComparison, what: str = "step time") -> tuple[str, str]:
+    """The verdict (change, interval, p) and, apart, the medians it is about."""
+    if v.verdict == "too few steps":
+        return (
+            f"{what}: no verdict, too few steps ({v.base_steps} in BASE, {v.new_steps} in NEW)",
+            f"at least {MIN_STEPS} per side are needed",
+        )
+    assert v.base_median_us is not None and v.new_median_us is not None
+    said = "~ (not significant)" if v.verdict == "~" else f"NEW is {v.verdict}"
+    return (
+        f"{what}: {said}, {_pct(v.change_pct)} [{_pct(v.ci_low_pct)}, {_pct(v.ci_high_pct)}] "
+        f"{_p_is(v.p_value)}",
+        f"median {duration(v.base_median_us)} -> {duration(v.new_median_us)} "
+        f"({v.base_steps} vs {v.new_steps} steps)",
+    )
+
+
+def _rank_rows(result: DiffResult) -> list[str]:
+    lines = [
+        f"{'rank':>5}  {'BASE':>11}  {'NEW':>11}  {'change':>7}  {'95% CI':>17}  {'p':>7}  verdict"
+    ]
+    for r in result.ranks:
+        v = r.steps
+        label = str(r.rank) if r.rank == r.new_rank else f"{r.rank}/{r.new_rank}"
+        ci = f"[{_pct(v.ci_low_pct)}, {_pct(v.ci_high_pct)}]" if v.ci_low_pct is not None else "-"
+        b = "-" if v.base_median_us is None else duration(v.base_median_us)
+        n = "-" if v.new_median_us is None else duration(v.new_median_us)
+        lines.append(
+            f"{label:>5}  {b:>11}  {n:>11}  {_pct(v.change_pct):>7}  {ci:>17}  "
+            f"{_p(v.p_value):>7}  {v.verdict}"
+        )
+    return lines
+
+
+def _breakdown_rows(result: DiffResult) -> list[str]:
+    lines = [f"{'rank':>5}  {'per step':<12}  {'BASE':>11}  {'NEW':>11}  {'change':>12}"]
+    for r in result.ranks:
+        for c in r.breakdown:
+            lines.append(
+                f"{r.rank:>5}  {c.name:<12}  {duration(c.base_us):>11}  "
+                f"{duration(c.new_us):>11}  {_signed(c.change_us):>12}"
+            )
+    return lines
+
+
+def _kernel_rows(result: DiffResult) -> list[str]:
+    lines = [f"{'change/step':>12}  {'BASE/step':>11}  {'NEW/step':>11}  {'count/step':>15}  name"]
+    for k in result.kernels[:TOP]:
+        counts = f"{k.base_count:.3g}->{k.new_count:.3g}"
+        name = f"({k.status}) {k.name}" if k.status else k.name
+        row = (
+            f"{_signed(k.change_us):>12}  {duration(k.base_us):>11}  {duration(k.new_us):>11}  "
+            f"{counts:>15}  "
+        )
+        room = WIDTH - len(row)
+        lines.append(row + (name if len(name) <= room else name[: room - 3] + "..."))
+    return lines
+
+
+def _unmatched(result: DiffResult) -> list[str]:
+    lines = []
+    if result.base_only_ranks:
+        lines.append(f"ranks only in BASE: {', '.join(map(str, result.base_only_ranks))}")
+    if result.new_only_ranks:
+        lines.append(f"ranks only in NEW: {', '.join(map(str, result.new_only_ranks))}")
+    return lines
+
+
+def report(result: DiffResult) -> str:
+    """The terminal report: the job's verdict first, then per rank, the breakdown, kernels."""
+    first, medians = verdict_lines(result.verdict, "job step time")
+    lines = [
+        first,
+        f"  {medians}; the job's step is its slowest rank's",
+        *_unmatched(result),
+    ]
+    if result.ranks:
+        lines += ["", "Step time per rank (medians):", *_rank_rows(result)]
+    if result.ranks and result.kernels:
+        lines += ["", "GPU time per step, per rank:", *_breakdown_rows(result)]
+    if result.kernels:
+        lines += ["", f"GPU activities, largest change first (top {TOP}):", *_kernel_rows(result)]
+    return "\n".join(lines)
+
+
+def _markdown_ranks(result: DiffResult) -> list[str]:
+    lines = [
+        "| rank | BASE | NEW | change | 95% CI | p | verdict |",
+        "|---:|---:|---:|---:|---|---:|---|",
+    ]
+    for r in result.ranks:
+        v = r.steps
+        b = "-" if v.base_median_us is None else duration(v.base_median_us)
+        n = "-" if v.new_median_us is None else duration(v.new_median_us)
+        ci = f"[{_pct(v.ci_low_pct)}, {_pct(v.ci_high_pct)}]" if v.ci_low_pct is not None else "-"
+        label = str(r.rank) if r.rank == r.new_rank else f"{r.rank}/{r.new_rank}"
+        cells = [label, b, n, _pct(v.change_pct), ci, _p(v.p_value), v.verdict]
+        lines.append(f"| {' | '.join(cells)} |")
+    return lines
+
+
+def _markdown_kernels(result: DiffResult) -> list[str]:
+    lines = ["| change/step | BASE/step | NEW/step | GPU activity |", "|---:|---:|---:|---|"]
+    for k in result.kernels[:TOP]:
+        name = k.name.replace("|", "\\|").replace("`", "'")[:120]
+        status = f"({k.status}) " if k.status else ""
+        lines.append(
+            f"| {_signed(k.change_us)} | {duration(k.base_us)} | {duration(k.new_us)} | "
+            f"{status}`{name}` |"
+        )
+    return lines
+
+
+def markdown(result: DiffResult) -> str:
+    """A pull-request comment: the verdict in the first line, at most :data:`MARKDOWN_LINES`."""
+    first, medians = verdict_lines(result.verdict, "job step time")
+    lines = [f"**kinetrace diff**: {first}; {medians}"]
+    if result.ranks:
+        lines += ["", "Step time per rank (medians):", "", *_markdown_ranks(result)]
+    if result.kernels:
+        lines += [
+            "",
+            "GPU activities per step, largest change first:",
+            "",
+            *_markdown_kernels(result),
+        ]
+    if len(lines) > MARKDOWN_LINES:
+        cut = len(lines) - MARKDOWN_LINES + 1
+        lines = [*lines[: MARKDOWN_LINES - 1], f"... ({cut} more lines: --json has them all)"]
+    return "\n".join(lines)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Prints the report (or ``--json`` / ``--markdown``), warnings on stderr.
+
+    Returns:
+        0 done, 3 with ``--fail-above`` when NEW is significantly slower by more than it,
+        1 failed, 2 an unreadable input (:mod:`kinetrace._cli.status`).
+    """
+    return run_tool(PROG, [args.base, args.new], lambda: _diff(args), directories=True)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SummaryWarning)
+        result = diff(
+            args.base, args.new, runs=args.runs, skip_first=args.skip_first, threads=args.threads
+        )
+    for w in caught:
+        print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=1))
+    elif args.markdown:
+        print(markdown(result))
+    else:
+        print(report(result))
+    if args.fail_above is not None and result.regression(args.fail_above):
+        return REGRESSION
+    return DONE
+
+
+def _percent(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a percentage >= 0, not {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
+    return value
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "diff",
+        help="what changed between two runs: the step time's verdict, then where it went",
+        description=(
+            "Compare two runs, each a trace file (.json or gzip) or a folder of ranks: the "
+            "step time (each ProfilerStep a sample; medians, change, 95%% bootstrap interval, "
+            "Mann-Whitney p; '~' when not significant) for the job and per rank, then per "
+            "step the GPU time breakdown and the GPU activities with the largest change. "
+            "Exit status: 0 done, 1 failed (a file is not a trace, two files of one rank), "
+            f"2 an unreadable input or a usage error, {REGRESSION} with --fail-above when NEW "
+            "is significantly slower by more than PCT (kinetrace --help has the table)."
+        ),
+    )
+    parser.add_argument("base", metavar="BASE", help="the run compared against")
+    parser.add_argument("new", metavar="NEW", help="the run compared")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON object")
+    out.add_argument("--markdown", action="store_true", help="print a pull-request comment")
+    parser.add_argument(
+        "--fail-above",
+        type=_percent,
+        metavar="PCT",
+        help=f"exit {REGRESSION} when NEW's step time is significantly slower by more than PCT %%",
+    )
+    parser.add_argument(
+        "--runs",
+        action="store_true",
+        help="BASE and NEW are each a folder of runs (trace files or folders of ranks), "
+        "their steps pooled",
+    )
+    parser.add_argument(
+        "--skip-first",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="leave out each rank's first N steps",
+    )
+    add_threads_option(parser, 1024, "files read at once")
+    parser.set_defaults(func=cmd_diff)

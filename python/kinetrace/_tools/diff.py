@@ -1,0 +1,334 @@
+"""``diff``: what changed between two runs (``kinetrace diff``; ``docs/diff.md``).
+
+Both sides are read by :func:`kinetrace.summarize` (one streaming pass per file, files in
+parallel); the comparison is over its figures: each ``ProfilerStep#N`` a sample of the
+step time (per rank, and for the job the slowest rank of each step), medians, a bootstrap
+interval and a Mann-Whitney p-value (:mod:`kinetrace._tools.diff_stats`), then where the
+time went per step: the temporal breakdown per rank, GPU activities by name and by type.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kinetrace._env import require_in_range
+from kinetrace._tools.diff_stats import bootstrap_change_ci, mann_whitney, median
+from kinetrace._tools.sources import TRACE_SUFFIXES, trace_files
+from kinetrace._tools.summary import RankSummary, Summary, summarize
+
+__all__ = ["DiffResult", "FigureChange", "KernelChange", "RankDiff", "StepComparison", "diff"]
+
+Paths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
+
+#: Fewest steps per side for a verdict: below it the test cannot reach p < 0.05 reliably
+#: (with 3 against 3 the smallest exact p is 0.1).
+MIN_STEPS = 5
+#: A change is significant when p < ALPHA and the interval excludes 0.
+ALPHA = 0.05
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+SEED = 0
+
+
+@dataclass(frozen=True)
+class StepComparison:
+    """The step time of NEW against BASE (µs; changes in % of BASE's median).
+
+    ``verdict``: ``"slower"`` or ``"faster"`` when significant, ``"~"`` when not,
+    ``"too few steps"`` when a side has fewer than :data:`MIN_STEPS` (then the figures
+    that need the test are None)."""
+
+    base_steps: int
+    new_steps: int
+    base_median_us: float | None
+    new_median_us: float | None
+    change_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    p_value: float | None
+    test: str | None
+    significant: bool
+    verdict: str
+
+
+@dataclass(frozen=True)
+class FigureChange:
+    """One figure per step on each side (µs) and NEW - BASE."""
+
+    name: str
+    base_us: float
+    new_us: float
+    change_us: float
+
+
+@dataclass(frozen=True)
+class KernelChange:
+    """A GPU activity name per step on each side (count and µs, the mean over the side's
+    ranks); ``status`` ``"new"`` (only in NEW), ``"gone"`` (only in BASE) or ``""``."""
+
+    name: str
+    type: str
+    base_count: float
+    new_count: float
+    base_us: float
+    new_us: float
+    change_us: float
+    status: str
+
+
+@dataclass(frozen=True)
+class RankDiff:
+    """One rank present on both sides (or the one rank of each side, whatever their
+    numbers: ``rank`` BASE's, ``new_rank`` NEW's): its step time and its temporal breakdown
+    per step."""
+
+    rank: int
+    new_rank: int
+    base_sources: tuple[str, ...]
+    new_sources: tuple[str, ...]
+    steps: StepComparison
+    breakdown: tuple[FigureChange, ...]
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """What :func:`diff` found; ``verdict`` is the job's (the slowest rank of each step);
+    ``base_runs`` and ``new_runs`` how many runs each side pooled."""
+
+    base_sources: tuple[str, ...]
+    new_sources: tuple[str, ...]
+    base_runs: int
+    new_runs: int
+    skip_first: int
+    verdict: StepComparison
+    ranks: tuple[RankDiff, ...]
+    base_only_ranks: tuple[int, ...]
+    new_only_ranks: tuple[int, ...]
+    kernels: tuple[KernelChange, ...]
+    kernel_types: tuple[FigureChange, ...]
+    seconds: float
+
+    def regression(self, fail_above_pct: float) -> bool:
+        """NEW is significantly slower, by more than ``fail_above_pct`` %."""
+        v = self.verdict
+        return v.verdict == "slower" and v.change_pct is not None and v.change_pct > fail_above_pct
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of ``kinetrace diff --json`` (``docs/diff.md``)."""
+        out = asdict(self)
+        out["statistics"] = {
+            "min_steps": MIN_STEPS,
+            "alpha": ALPHA,
+            "confidence": CONFIDENCE,
+            "resamples": RESAMPLES,
+            "seed": SEED,
+        }
+        return out
+
+
+def _step_number(name: str) -> str:
+    return name.rsplit("#", 1)[-1]
+
+
+def rank_steps(r: RankSummary, skip_first: int) -> list[tuple[str, float]]:
+    """(step number, µs) of a rank's ProfilerSteps in file order, the first ``skip_first``
+    left out."""
+    return [(_step_number(s.name), s.dur_us) for s in r.steps][skip_first:]
+
+
+def job_steps(s: Summary, skip_first: int) -> list[float]:
+    """Per step number present on every rank (its first slice there), the slowest rank's
+    duration, in the first rank's order."""
+    per_rank = [dict(reversed(rank_steps(r, skip_first))) for r in s.ranks]
+    if not per_rank:
+        return []
+    first = [n for n, _ in rank_steps(s.ranks[0], skip_first)]
+    common = [n for n in dict.fromkeys(first) if all(n in d for d in per_rank)]
+    return [max(d[n] for d in per_rank) for n in common]
+
+
+def _side_steps(side: Sequence[Summary], skip_first: int) -> list[float]:
+    return [d for run in side for d in job_steps(run, skip_first)]
+
+
+def compare_steps(base: Sequence[float], new: Sequence[float]) -> StepComparison:
+    """The verdict on two samples of step times (µs)."""
+    nb, nn = len(base), len(new)
+    if min(nb, nn) < MIN_STEPS:
+        mb = median(base) if base else None
+        mn = median(new) if new else None
+        return StepComparison(nb, nn, mb, mn, None, None, None, None, None, False, "too few steps")
+    mb, mn = median(base), median(new)
+    change = 100 * (mn - mb) / mb if mb else 0.0
+    lo, hi = bootstrap_change_ci(base, new, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED)
+    test = mann_whitney(new, base)
+    significant = test.p_value < ALPHA and (lo > 0 or hi < 0)
+    verdict = "~" if not significant else ("slower" if change > 0 else "faster")
+    return StepComparison(
+        nb, nn, mb, mn, change, lo, hi, test.p_value, test.method, significant, verdict
+    )
+
+
+def _per_step(r: RankSummary) -> int:
+    # The figures cover the whole trace: per step over all its steps (skipped ones too);
+    # a rank without steps is taken as one.
+    return max(len(r.steps), 1)
+
+
+def _breakdown(runs: Sequence[RankSummary]) -> dict[str, float]:
+    """A rank's temporal breakdown per step, over its runs."""
+    steps = sum(_per_step(r) for r in runs)
+    rows = {"compute": 0.0, "non_compute": 0.0, "idle": 0.0, "kernel_time": 0.0}
+    for r in runs:
+        t = r.temporal_breakdown
+        rows["compute"] += t.compute_time_us
+        rows["non_compute"] += t.non_compute_time_us
+        rows["idle"] += t.idle_time_us
+        rows["kernel_time"] += t.kernel_time_us
+    return {k: v / steps for k, v in rows.items()}
+
+
+def _changes(base: dict[str, float], new: dict[str, float]) -> tuple[FigureChange, ...]:
+    names = list(dict.fromkeys([*base, *new]))
+    rows = [
+        FigureChange(k, base.get(k, 0.0), new.get(k, 0.0), new.get(k, 0.0) - base.get(k, 0.0))
+        for k in names
+    ]
+    return tuple(rows)
+
+
+def _kernel_side(side: Sequence[Summary]) -> dict[str, tuple[str, float, float]]:
+    """name -> (type, count per step, µs per step), the mean over the ranks of every run."""
+    out: dict[str, list[Any]] = {}
+    ranks = [r for run in side for r in run.ranks]
+    for r in ranks:
+        n = _per_step(r) * len(ranks)
+        for k in r.kernels:
+            e = out.setdefault(k.name, [k.type, 0.0, 0.0])
+            e[1] += k.count / n
+            e[2] += k.sum_us / n
+    return {name: (t, c, us) for name, (t, c, us) in out.items()}
+
+
+def kernel_changes(base: Sequence[Summary], new: Sequence[Summary]) -> tuple[KernelChange, ...]:
+    """Every GPU activity name of either side, the largest |change per step| first."""
+    b, n = _kernel_side(base), _kernel_side(new)
+    rows = []
+    for name in dict.fromkeys([*b, *n]):
+        bt, bc, bus = b.get(name, ("", 0.0, 0.0))
+        nt, nc, nus = n.get(name, ("", 0.0, 0.0))
+        status = "new" if name not in b else "gone" if name not in n else ""
+        rows.append(KernelChange(name, nt or bt, bc, nc, bus, nus, nus - bus, status))
+    return tuple(sorted(rows, key=lambda k: (-abs(k.change_us), k.name)))
+
+
+def _type_changes(base: Sequence[Summary], new: Sequence[Summary]) -> tuple[FigureChange, ...]:
+    sides = []
+    for side in (base, new):
+        out: dict[str, float] = {}
+        for kind, _, us in _kernel_side(side).values():
+            out[kind] = out.get(kind, 0.0) + us
+        sides.append(out)
+    return tuple(sorted(_changes(*sides), key=lambda c: (-abs(c.change_us), c.name)))
+
+
+def _by_rank(side: Sequence[Summary]) -> dict[int, list[RankSummary]]:
+    out: dict[int, list[RankSummary]] = {}
+    for run in side:
+        for r in run.ranks:
+            out.setdefault(r.rank, []).append(r)
+    return dict(sorted(out.items()))
+
+
+def rank_pairs(base: Sequence[Summary], new: Sequence[Summary]) -> list[tuple[int, int]]:
+    """The ranks compared: those of one number on both sides; a side of one rank against
+    the other side's one rank whatever their numbers (two ranks of a job, two runs)."""
+    b, n = _by_rank(base), _by_rank(new)
+    if len(b) == 1 and len(n) == 1:
+        return [(next(iter(b)), next(iter(n)))]
+    return [(rank, rank) for rank in b if rank in n]
+
+
+def _rank_diff(b: Sequence[RankSummary], n: Sequence[RankSummary], skip_first: int) -> RankDiff:
+    steps = compare_steps(
+        [d for r in b for _, d in rank_steps(r, skip_first)],
+        [d for r in n for _, d in rank_steps(r, skip_first)],
+    )
+    return RankDiff(
+        b[0].rank,
+        n[0].rank,
+        tuple(r.source for r in b),
+        tuple(r.source for r in n),
+        steps,
+        _changes(_breakdown(b), _breakdown(n)),
+    )
+
+
+def run_paths(paths: Paths, runs: bool) -> list[list[str | os.PathLike[str]]]:
+    """The runs of one side: all ``paths`` as one run, or where ``runs`` each path a run,
+    and a single folder's entries (trace files and folders, hidden ones aside) each a run."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not runs:
+        return [items]
+    if len(items) == 1 and os.path.isdir(items[0]):
+        folder = os.fsdecode(items[0])
+        items = [
+            os.path.join(folder, name)
+            for name in sorted(os.listdir(folder))
+            if not name.startswith(".")
+            and (name.endswith(TRACE_SUFFIXES) or os.path.isdir(os.path.join(folder, name)))
+        ]
+        if not items:
+            raise ValueError(f"{folder}: no run (a trace file or a folder) in it for diff")
+    return [[item] for item in items]
+
+
+def diff(
+    base: Paths,
+    new: Paths,
+    *,
+    runs: bool = False,
+    skip_first: int = 0,
+    threads: int | None = None,
+) -> DiffResult:
+    """Compares two runs, each a trace file (``.json`` or gzip) or a folder of ranks (or
+    several, one rank per file, as :func:`kinetrace.summarize` takes them).
+
+    Args:
+        base: the run compared against.
+        new: the run compared.
+        runs: each side is several runs of one job: each path given a run, or the entries
+            of the one folder given (trace files, or folders of ranks); their steps pooled.
+        skip_first: steps left out at the start of each rank (a warm-up).
+        threads: files read at once (default: the CPUs available).
+
+    Raises:
+        kinetrace.TraceFormatError: a file is not a trace.
+        ValueError: two files of one run claim one rank, a folder holds no trace,
+            ``skip_first`` is negative.
+        OSError: a file cannot be read.
+    """
+    require_in_range("skip_first", skip_first, 0, 1 << 30)
+    start = time.perf_counter()
+    b = [summarize(trace_files(run, tool="diff"), threads=threads) for run in run_paths(base, runs)]
+    n = [summarize(trace_files(run, tool="diff"), threads=threads) for run in run_paths(new, runs)]
+    pairs = rank_pairs(b, n)
+    b_ranks, n_ranks = _by_rank(b), _by_rank(n)
+    return DiffResult(
+        base_sources=tuple(r.source for run in b for r in run.ranks),
+        new_sources=tuple(r.source for run in n for r in run.ranks),
+        base_runs=len(b),
+        new_runs=len(n),
+        skip_first=skip_first,
+        verdict=compare_steps(_side_steps(b, skip_first), _side_steps(n, skip_first)),
+        ranks=tuple(_rank_diff(b_ranks[x], n_ranks[y], skip_first) for x, y in pairs),
+        base_only_ranks=tuple(sorted(set(b_ranks) - {x for x, _ in pairs})),
+        new_only_ranks=tuple(sorted(set(n_ranks) - {y for _, y in pairs})),
+        kernels=kernel_changes(b, n),
+        kernel_types=_type_changes(b, n),
+        seconds=time.perf_counter() - start,
+    )

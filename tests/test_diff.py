@@ -1,0 +1,234 @@
+"""``kinetrace diff`` (docs/diff.md): the statistics against hand-computed values, and real
+CPU profiles made here: a trace against itself changes nothing, and a workload with an
+operator added to every step is a significant regression."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import kinetrace
+from kinetrace._cli import status
+from kinetrace._cli.diff import MARKDOWN_LINES, WIDTH
+from kinetrace._tools.diff import MIN_STEPS, compare_steps
+from kinetrace._tools.diff_stats import bootstrap_change_ci, mann_whitney, median, percentile
+from support.cli import run
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT.parent / "shared" / "traces"
+
+#: Profiles per side, recorded steps in each (only the first profile of a process is slow:
+#: ~12 s to start Kineto; the next take ~0.03 s each).
+RUNS = 40
+STEPS = 6
+#: torch.mm calls of SIZE x SIZE per step; NEW adds one of EXTRA x EXTRA, 1.27 times one of
+#: them in FLOPs: ~13% of a step (measured +13.5, +17.7, +17.4%, intervals' low ends +10.7
+#: to +12.3%, on 2 busy cores), so the 5% threshold keeps a margin over this machine's noise.
+MMS = 10
+SIZE = 192
+EXTRA = 208
+
+# --- the statistics, by hand --------------------------------------------------------------
+
+
+def test_median_and_percentile():
+    assert median([3, 1, 2]) == 2
+    assert median([4, 1, 3, 2]) == 2.5
+    assert percentile([10, 20, 30, 40, 50], 25) == 20
+    assert percentile([10, 20], 50) == 15
+
+
+def test_mann_whitney_exact_on_a_textbook_example():
+    """SciPy's documented example (ages of 5 males and 4 females): ranks of the males in the
+    9 values 5, 7, 3, 9, 8 sum to 32, so U = 32 - 5·6/2 = 17; U ≤ 3 happens in 1 + 1 + 2 + 3
+    of the C(9, 4) = 126 orderings (U = 0, 1, 2, 3), so p = 2 · 7 / 126 = 0.1111."""
+    test = mann_whitney([19, 22, 16, 29, 24], [20, 11, 17, 12])
+    assert test.u == 17
+    assert test.method == "exact"
+    assert test.p_value == pytest.approx(14 / 126, rel=1e-12)
+
+
+def test_mann_whitney_exact_separated_samples():
+    """1..5 against 6..10: U = 0, which one of C(10, 5) = 252 orderings gives: p = 2/252."""
+    test = mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+    assert (test.u, test.method) == (0, "exact")
+    assert test.p_value == pytest.approx(2 / 252, rel=1e-12)
+
+
+def test_mann_whitney_normal_with_ties():
+    """a = 1, 2, 3, 3 against b = 3, 4, 5, 6: the three 3s share rank 4, so R_a = 1 + 2 + 4 +
+    4 = 11 and U = 11 - 10 = 1; the variance is 4·4/12 · (9 - (27 - 3)/(8·7)) = 80/7, and
+    with the continuity correction z = (|1 - 8| - 0.5) / sqrt(80/7) = 1.9228: p = 0.0545."""
+    test = mann_whitney([1, 2, 3, 3], [3, 4, 5, 6])
+    assert (test.u, test.method) == (1, "normal")
+    assert test.p_value == pytest.approx(math.erfc(6.5 / math.sqrt(80 / 7) / math.sqrt(2)))
+    assert test.p_value == pytest.approx(0.05452, abs=1e-5)
+
+
+def test_mann_whitney_identical_samples_is_p_one():
+    assert mann_whitney([5, 6, 7], [5, 6, 7]).p_value == 1
+    assert mann_whitney([4, 4, 4], [4, 4]).p_value == 1
+
+
+def test_bootstrap_is_deterministic_and_exact_on_constants():
+    base = [100.0 + (i * 7) % 11 for i in range(15)]
+    new = [105.0 + (i * 5) % 13 for i in range(15)]
+    first = bootstrap_change_ci(base, new, resamples=2000, seed=0)
+    assert bootstrap_change_ci(base, new, resamples=2000, seed=0) == first
+    assert bootstrap_change_ci(base, new, resamples=2000, seed=1) != first
+    assert first[0] < 100 * (median(new) / median(base) - 1) < first[1]
+    # Every resample of a constant side has its median: the interval is the change itself.
+    assert bootstrap_change_ci([100.0] * 10, [110.0] * 10) == pytest.approx((10.0, 10.0))
+
+
+def test_too_few_steps_give_no_verdict():
+    v = compare_steps([1.0] * (MIN_STEPS - 1), [2.0] * 20)
+    assert v.verdict == "too few steps" and v.p_value is None and not v.significant
+    assert compare_steps([1.0, 1.1, 1.2, 1.3, 1.4], [2.0, 2.1, 2.2, 2.3, 2.4]).verdict == "slower"
+
+
+# --- real profiles -------------------------------------------------------------------------
+
+
+def _profile(path: Path, extra: bool) -> Path:
+    """A CPU profile of STEPS recorded steps of MMS matrix products (and one more if
+    ``extra``)."""
+    x, y = torch.rand(SIZE, SIZE), torch.rand(EXTRA, EXTRA)
+    sched = kinetrace.schedule(wait=0, warmup=1, active=STEPS, repeat=1)
+    cpu = [torch.profiler.ProfilerActivity.CPU]
+    with kinetrace.profile(activities=cpu, record_shapes=True, schedule=sched) as prof:
+        for _ in range(STEPS + 1):
+            for _ in range(MMS):
+                torch.mm(x, x)
+            if extra:
+                torch.mm(y, y)
+            prof.step()
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """BASE and NEW, each a folder of RUNS profiles, made in turns (base, new, base, ...):
+    on this shared machine the step time drifts by more than 10% within seconds (measured:
+    medians of two back-to-back profiles of one workload 0.3 to 6 ms apart), and turns
+    share the drift between the sides."""
+    folder = tmp_path_factory.mktemp("diff")
+    (folder / "base").mkdir()
+    (folder / "new").mkdir()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one core: the machine is shared, steps stay comparable
+    try:
+        for i in range(RUNS):
+            _profile(folder / "base" / f"run{i}.json", False)
+            _profile(folder / "new" / f"run{i}.json", True)
+    finally:
+        torch.set_num_threads(threads)
+    return folder / "base", folder / "new"
+
+
+def test_a_trace_against_itself_changes_nothing(profiles, capsys):
+    base, _ = profiles
+    one = base / "run0.json"
+    assert kinetrace.diff(one, one).verdict.change_pct == 0
+    result = kinetrace.diff(base, base, runs=True)
+    v = result.verdict
+    assert (result.base_runs, v.base_steps, v.new_steps) == (RUNS, RUNS * STEPS, RUNS * STEPS)
+    assert v.change_pct == 0 and v.p_value == 1 and v.verdict == "~" and not v.significant
+    assert [r.steps.change_pct for r in result.ranks] == [0]
+    assert all(c.change_us == 0 for r in result.ranks for c in r.breakdown)
+    assert all(k.change_us == 0 for k in result.kernels)
+    assert run("diff", "--runs", base, base, "--fail-above", "0.1") == status.DONE == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("job step time: ~ (not significant), +0.0%")
+
+
+def test_an_added_operator_is_a_significant_regression(profiles, capsys):
+    base, new = profiles
+    v = kinetrace.diff(base, new, runs=True).verdict
+    assert v.verdict == "slower" and v.significant, v
+    assert v.ci_low_pct is not None and v.ci_low_pct > 0, v
+    assert v.p_value is not None and v.p_value < 0.001, v
+    assert run("diff", "--runs", base, new, "--fail-above", "5") == status.REGRESSION == 3
+    assert capsys.readouterr().out.startswith("job step time: NEW is slower")
+    # Read the other way round it is faster, which is no regression.
+    assert run("diff", "--runs", new, base, "--fail-above", "5") == status.DONE
+
+
+def test_outputs(profiles, capsys):
+    base, new = profiles
+    assert run("diff", "--runs", base, new) == status.DONE
+    text = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in text) <= WIDTH
+    assert run("diff", "--runs", base, new, "--markdown") == status.DONE
+    md = capsys.readouterr().out.splitlines()
+    assert md[0].startswith("**kinetrace diff**: job step time: NEW is slower")
+    assert len(md) <= MARKDOWN_LINES
+
+
+def _keys(value: object) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
+
+
+def _gpu_trace(path: Path) -> Path:
+    """Six steps of one kernel each: a diff with every key (ranks, breakdown, kernels)."""
+    events = []
+    for i in range(6):
+        ts = 100 * i
+        events.append(
+            {
+                "ph": "X",
+                "name": f"ProfilerStep#{i}",
+                "cat": "user_annotation",
+                "ts": ts,
+                "dur": 90,
+                "pid": 1,
+                "tid": 1,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "name": "k",
+                "cat": "kernel",
+                "ts": ts + 5,
+                "dur": 50,
+                "pid": 0,
+                "tid": 7,
+                "args": {"stream": 7},
+            }
+        )
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_every_json_key_is_in_docs_diff_md(profiles, tmp_path, capsys):
+    base, new = profiles
+    assert run("diff", "--runs", base, new, "--json") == status.DONE
+    keys = _keys(json.loads(capsys.readouterr().out))
+    gpu = _gpu_trace(tmp_path / "gpu.json")
+    assert run("diff", gpu, gpu, "--json") == status.DONE
+    keys |= _keys(json.loads(capsys.readouterr().out))
+    page = (ROOT / "docs" / "diff.md").read_text()
+    block = page.split("## The JSON object", 1)[1].split("```", 2)[1]
+    assert keys == set(re.findall(r'"(\w+)"', block))
+
+
+@pytest.mark.skipif(not (TRACES / "param" / "dlrm_kineto").is_dir(), reason="no ../shared/traces")
+def test_real_ranks_against_themselves(capsys):
+    """Eight ranks of a GPU job: every kernel and breakdown change 0, none new or gone."""
+    job = TRACES / "param" / "dlrm_kineto"
+    result = kinetrace.diff(job, job)
+    assert len(result.ranks) == 8 and result.kernels
+    assert all(k.change_us == 0 and k.status == "" for k in result.kernels)
+    assert all(c.change_us == 0 for r in result.ranks for c in r.breakdown)
+    assert result.verdict.significant is False
