@@ -40,6 +40,7 @@ from kinetrace._cli import (
     compress,
     demo,
     merge,
+    ops,
     parquet,
     repair,
     run,
@@ -62,6 +63,7 @@ SUBCOMMANDS: list[ModuleType] = [
     filter_,
     merge,
     summary,
+    ops,
     parquet,
 ]
 
