@@ -37,6 +37,7 @@ TOOLS: dict[str, tuple[Callable[[Path, Path], list[str | Path]], str]] = {
     "summary": (lambda src, out: ["summary", src, "--html", out / "s.html"], "summarize"),
     "diff": (lambda src, out: ["diff", src, src], "diff"),
     "parquet": (lambda src, out: ["parquet", src, "-o", out / "ds"], "to_parquet"),
+    "ops": (lambda src, out: ["ops", src], "ops"),
 }
 
 EVENTS = [
@@ -83,7 +84,7 @@ def test_check_findings_fail(tmp_path):
     assert run("check", "--strict", src) == status.FAILED
 
 
-@pytest.mark.parametrize("tool", [tool for tool in TOOLS if tool not in ("check", "diff")])
+@pytest.mark.parametrize("tool", [tool for tool in TOOLS if tool not in ("check", "diff", "ops")])
 def test_unwritable_output_fails(tool, trace, tmp_path, capsys):
     """The output cannot be written (its folder is a file): a failure, not an unreadable
     input."""
@@ -220,6 +221,7 @@ OUT_OF_RANGE: dict[str, list[list[str]]] = {
     "summary": [["-j", "0"], ["--threads", "2000"]],
     "diff": [["-j", "0"], ["--fail-above", "-1"], ["--skip-first", "-1"], ["--fail-above", "nan"]],
     "parquet": [["--level", "23"], ["-l", "0"], ["--threads", "2000"], ["-j", "0"]],
+    "ops": [["--top", "0"], ["--top", "10001"]],
 }
 
 
@@ -231,6 +233,14 @@ def test_out_of_range_numbers_are_usage_errors(tool, option, trace, tmp_path, ca
     err = capsys.readouterr().err
     assert f"argument {option[0]}" in err or "must be" in err, err
     assert os.listdir(tmp_path / "out") == []
+
+
+def test_ops_unknown_gpu_is_a_usage_error_naming_the_known_ones(trace, capsys):
+    assert run("ops", trace, "--gpu", "h300") == status.USAGE
+    err = capsys.readouterr().err
+    assert "unknown GPU 'h300'; known: v100-sxm2-32gb, " in err and "mi300x" in err, err
+    assert run("ops", trace, "--gpu", "H100 SXM") == status.DONE
+    assert "GPU: NVIDIA H100 SXM5 80GB (h100-sxm, from --gpu)" in capsys.readouterr().out
 
 
 #: One meaning, one spelling: the long flag and the short one every tool that has the

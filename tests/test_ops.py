@@ -1,23 +1,33 @@
-"""``kinetrace.ops`` (issue 39): ``rules="tracelens"`` gives TraceLens's own figures on the
-real traces it was run on (``../shared/notes/tracelens-ref``, TraceLens 171dd74): the same
-instance rows of its family tables, the same FLOPs and bytes, the same kernel time;
-``rules="exact"`` counts each operator once. (The exact figures of each family are tested
-in Rust, ``src/tools/ops/exact.rs``, on a trace whose figures are worked by hand.)"""
+"""``kinetrace.ops`` and ``kinetrace ops`` (issue 39): ``rules="tracelens"`` gives
+TraceLens's own figures on the real traces it was run on (``../shared/notes/tracelens-ref``,
+TraceLens 171dd74): the same instance rows of its family tables, the same FLOPs and bytes,
+the same kernel time; ``rules="exact"`` counts each operator once. The roofline of a row is
+checked on a hand-worked trace, the groups' ranking, the GPU found in real traces, the
+command line on a real trace and ``--json``'s keys against docs/ops.md. (The exact figures
+of each family are tested in Rust, ``src/tools/ops/exact.rs``, on a trace whose figures are
+worked by hand; the GPU lookups in ``src/tools/ops/peaks.rs`` and ``roofline.rs``.)"""
 
 from __future__ import annotations
 
 import gzip
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import kinetrace
+from kinetrace import OpRow
+from kinetrace._cli.ops import WIDTH
+from kinetrace._tools.ops import _row, group_rows
+from support.cli import run
 from support.real import REAL_DIR, require_real
 
 REF_DIR = REAL_DIR.parent / "notes" / "tracelens-ref"
+ROOT = Path(__file__).resolve().parent.parent
+OWLV2_H100 = Path("TraceLens") / "h100" / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
 
 
 def _references() -> list[Any]:
@@ -44,7 +54,7 @@ def test_tracelens_rules_give_tracelens_rows(trace: str, ref_file: str) -> None:
             r for r in json.load(f) if r["level"] == "instance" and r["table"] != "unified"
         ]
     expected = {_key(r["table"], r["bwd"], r["UID"]): r for r in reference}
-    rows = kinetrace.ops(real / "TraceLens" / trace, rules="tracelens")
+    rows = kinetrace.ops(real / "TraceLens" / trace, rules="tracelens").rows
     got = {_key(r["table"], r["bwd"], r["uid"]): r for r in rows}
     assert len(got) == len(rows)
     assert sorted(got) == sorted(expected)
@@ -76,8 +86,8 @@ def test_exact_rules_count_each_operator_once() -> None:
         / "h100"
         / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
     )
-    exact = kinetrace.ops(path)
-    tracelens = kinetrace.ops(path, rules="tracelens")
+    exact = kinetrace.ops(path).rows
+    tracelens = kinetrace.ops(path, rules="tracelens").rows
     names = [r["name"] for r in exact]
     assert "aten::native_layer_norm" not in names
     assert (
@@ -107,3 +117,250 @@ def test_unknown_rules_and_files_that_are_not_traces_are_refused(tmp_path: Path)
         kinetrace.ops(bad)
     with pytest.raises(OSError):
         kinetrace.ops(tmp_path / "absent.json", rules="tracelens")
+
+
+#: One addmm (bf16, [64, 128] x [128, 256] + bias [256]) that ran 2 µs on device 0, an
+#: H100 SXM; and one mul (bf16, [1024, 1024] x 2) of 10 µs, twice.
+ROOF_TRACE = {
+    "deviceProperties": [
+        {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85045215232, "numSms": 132}
+    ],
+    "traceEvents": [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::addmm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 10,
+            "args": {
+                "Input Dims": [[256], [64, 128], [128, 256], [], []],
+                "Input type": [
+                    "c10::BFloat16",
+                    "c10::BFloat16",
+                    "c10::BFloat16",
+                    "Scalar",
+                    "Scalar",
+                ],
+                "Concrete Inputs": ["", "", "", "1", "1"],
+            },
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1,
+            "dur": 1,
+            "args": {"correlation": 1},
+        },
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 1, "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 1, "pid": 0, "tid": 7, "ts": 100},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 100,
+            "dur": 2,
+            "args": {"correlation": 1, "device": 0},
+        },
+    ]
+    + [
+        ev
+        for i, ts in ((2, 20), (3, 40))
+        for ev in (
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mul",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": 10,
+                "args": {
+                    "Input Dims": [[1024, 1024], [1024, 1024]],
+                    "Input type": ["c10::BFloat16", "c10::BFloat16"],
+                },
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts + 1,
+                "dur": 1,
+                "args": {"correlation": i},
+            },
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 1, "tid": 1, "ts": ts + 1},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": i, "pid": 0, "tid": 7, "ts": 100 * i},
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "mul",
+                "pid": 0,
+                "tid": 7,
+                "ts": 100 * i,
+                "dur": 10,
+                "args": {"correlation": i, "device": 0},
+            },
+        )
+    ],
+}
+
+
+@pytest.fixture
+def roof_trace(tmp_path: Path) -> Path:
+    path = tmp_path / "roof.json"
+    path.write_text(json.dumps(ROOF_TRACE))
+    return path
+
+
+def test_roofline_of_a_hand_worked_row(roof_trace: Path) -> None:
+    found = kinetrace.ops(roof_trace)
+    assert found.gpu is not None and found.gpu["key"] == "h100-sxm" and found.note is None
+    gemm = found.rows[0]
+    # FLOPs 2 M N K + M N = 2 * 64 * 256 * 128 + 64 * 256 = 4,210,688; bytes (bf16) A 16 KiB,
+    # B 64 KiB, out 32 KiB, bias 512 B = 115,200.
+    assert (gemm["name"], gemm["flops"], gemm["bytes"]) == ("aten::addmm", 4210688, 115200)
+    assert gemm["precision"] == "bf16" and gemm["peak_tflops"] == 989.5
+    assert gemm["time_us"] == 2.0
+    assert math.isclose(gemm["tflops_s"], 4210688 / 2e-6 / 1e12)  # 2.105 TFLOPS/s
+    assert math.isclose(gemm["tbs"], 115200 / 2e-6 / 1e12)  # 0.0576 TB/s
+    assert math.isclose(gemm["flops_per_byte"], 4210688 / 115200)  # 36.55
+    # I x W = 36.55 * 3.35 = 122.4 TFLOPS < 989.5: memory bound, at 115,200 B / 3.35 TB/s
+    # = 0.0344 µs of the 2 µs: 1.72 % of the roofline.
+    assert gemm["bound"] == "memory"
+    assert math.isclose(gemm["roof_tflops"], 4210688 / 115200 * 3.35)
+    assert math.isclose(gemm["roof_time_us"], 115200 / 3.35e6)
+    assert math.isclose(gemm["roof_pct"], 100 * 115200 / 3.35e6 / 2)
+    assert math.isclose(gemm["roof_pct"], 100 * gemm["tflops_s"] / gemm["roof_tflops"])
+    # The mul: elementwise, at the fp32 vector peak whatever its dtype.
+    assert found.rows[1]["precision"] == "fp32" and found.rows[1]["peak_tflops"] == 67.0
+
+
+def test_groups_ranked_by_the_time_they_could_save(roof_trace: Path) -> None:
+    groups = kinetrace.ops(roof_trace).groups
+    # The two muls: 1 Mi FLOPs, 6 MiB each at 3.35 TB/s = 1.878 µs of 10: 8.12 µs
+    # saveable each; the addmm 2 - 0.0344 = 1.966 µs.
+    assert [(g.name, g.count) for g in groups] == [("aten::mul", 2), ("aten::addmm", 1)]
+    mul = groups[0]
+    assert (mul.time_us, mul.mean_us, mul.median_us, mul.min_us, mul.max_us) == (
+        20.0,
+        10.0,
+        10.0,
+        10.0,
+        10.0,
+    )
+    at_roof = 2 * 3 * 2**21 / 3.35e6
+    assert math.isclose(mul.roof_time_us or 0, at_roof)
+    assert math.isclose(mul.saveable_us or 0, 20 - at_roof)
+    assert mul.bound == "memory" and mul.flops == 2**20 and mul.bytes == 3 * 2**21
+    assert math.isclose(groups[1].saveable_us or 0, 2 - 115200 / 3.35e6)
+    # No GPU: no roofline, the same rates.
+    plain = tmp_copy_without_devices(roof_trace)
+    found = kinetrace.ops(plain)
+    assert found.gpu is None and "no deviceProperties" in (found.note or "")
+    assert all(g.saveable_us is None and g.roof_pct is None for g in found.groups)
+    assert found.rows[0]["tflops_s"] == kinetrace.ops(roof_trace).rows[0]["tflops_s"]
+    # --gpu overrides the trace's: an A100 SXM 40GB's 1.555 TB/s.
+    a100 = kinetrace.ops(roof_trace, gpu="a100-sxm4-40gb")
+    assert a100.gpu is not None and a100.gpu_from == "--gpu"
+    assert math.isclose(a100.groups[0].roof_time_us or 0, 2 * 3 * 2**21 / 1.555e6)
+    with pytest.raises(ValueError, match="unknown GPU 'h300'; known: v100-sxm2-32gb, "):
+        kinetrace.ops(roof_trace, gpu="h300")
+
+
+def test_ranking_is_by_saveable_time_not_time() -> None:
+    """A long group near its roof ranks after a shorter one far from it; groups without a
+    roofline last. Bytes only (a copy), 1 TB/s: 1e6 bytes take 1 µs at the roof."""
+
+    def row(name: str, time_us: float, nbytes: float | None) -> OpRow:
+        raw = {"uid": 0, "name": name, "table": "UnaryElementwise", "bwd": False}
+        raw |= {"flops": 0.0 if nbytes else None, "bytes": nbytes, "kernel_uids": []}
+        raw |= {"kernel_time_us": time_us, "kernel_time_ns": round(time_us * 1e3)}
+        raw |= {"input_dims": None, "input_type": None, "device": 0}
+        raw |= {"precision": "fp32", "peak_tflops": 1.0}
+        return _row(raw, "exact", 1.0)
+
+    rows = [row("near", 10.0, 9e6), row("near", 10.0, 9e6), row("far", 5.0, 1e6)]
+    rows.append(row("unmodelled", 100.0, None))
+    groups = group_rows(rows, 1.0)
+    assert [(g.name, g.saveable_us) for g in groups] == [
+        ("far", pytest.approx(4.0)),
+        ("near", pytest.approx(2.0)),
+        ("unmodelled", None),
+    ]
+    assert groups[1].count == 2 and groups[1].roof_pct == pytest.approx(90.0)
+
+
+def tmp_copy_without_devices(path: Path) -> Path:
+    trace = json.loads(path.read_text())
+    del trace["deviceProperties"]
+    out = path.with_name("plain.json")
+    out.write_text(json.dumps(trace))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("trace", "key"),
+    [
+        (OWLV2_H100, "h100-sxm"),
+        (Path("TraceLens") / "b200" / "eager_trace.json.gz", "b200"),
+        # Its kernels ran on device 2; the one deviceProperties entry is id 0.
+        (
+            Path("TraceLens") / "mi300" / "google_owlv2-large-patch14-ensemble__1016001.json.gz",
+            "mi300x",
+        ),
+    ],
+)
+def test_the_gpu_of_real_traces(trace: Path, key: str) -> None:
+    found = kinetrace.ops(require_real() / trace)
+    assert found.gpu is not None and found.gpu["key"] == key, found.note
+    assert any(r["roof_pct"] is not None for r in found.rows)
+
+
+def test_cli_table_on_a_real_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("ops", require_real() / OWLV2_H100) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= WIDTH
+    assert "GPU: NVIDIA H100 SXM5 80GB (h100-sxm" in out
+    start = next(i for i, line in enumerate(lines) if line.startswith("operator")) + 1
+    table = lines[start:]
+    assert len(table) == 10
+    # The GEMMs (bmm of the attention, addmm of the MLP) are where the time is to save.
+    assert table[0].startswith("aten::bmm")
+    assert sum(line.startswith(("aten::bmm", "aten::addmm")) for line in table[:5]) >= 3
+    # The save column, from the right: NUMBER UNIT TFLOP/s TB/s roof bound.
+    scale = {"ms": 1e3, "us": 1.0, "s": 1e6}
+    saves = [float(t[-6]) * scale[t[-5]] for t in (line.split() for line in table)]
+    assert saves == sorted(saves, reverse=True)
+
+
+def _documented_keys() -> dict[str, set[str]]:
+    """The key lists of docs/ops.md's ``--json`` section: ``- WHERE: `a`, `b`, ...``."""
+    text = (ROOT / "docs" / "ops.md").read_text()
+    section = text.split("`--json` prints one object")[1].split("\n## ")[0]
+    lists: dict[str, set[str]] = {}
+    for item in section.split("\n- ")[1:]:
+        where, _, keys = item.partition(":")
+        lists[where.split("`")[1] if "`" in where else where] = set(
+            re.findall(r"`([a-z_]+)`", keys)
+        )
+    return lists
+
+
+def test_json_keys_are_the_documented_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("ops", require_real() / OWLV2_H100, "--json", "--rules", "tracelens") == 0
+    found = json.loads(capsys.readouterr().out)
+    documented = _documented_keys()
+    assert set(found) == documented["top level"]
+    assert set(found["gpu"]) == documented["gpu"]
+    assert set(found["rows"][0]) == documented["rows"]
+    assert set(found["groups"][0]) == documented["groups"]
+    assert found["rules"] == "tracelens" and any(r["bwd"] is False for r in found["rows"])

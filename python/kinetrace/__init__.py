@@ -39,7 +39,7 @@ from kinetrace._tools.merge import (
     MergeWarning,
     merge_traces,
 )
-from kinetrace._tools.ops import OpRow, ops
+from kinetrace._tools.ops import GpuPeaks, OpGroup, OpRow, OpsReport, ops
 from kinetrace._tools.parquet import ParquetRank, ParquetResult, to_parquet
 from kinetrace._tools.repair import Change, RepairReport, repair_trace
 from kinetrace._tools.split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
@@ -104,6 +104,7 @@ __all__ = [
     "FigureChange",
     "FilterResult",
     "Finding",
+    "GpuPeaks",
     "GzipWriter",
     "Keep",
     "KernelChange",
@@ -112,7 +113,9 @@ __all__ = [
     "MergeWarning",
     "MergedProcess",
     "MergedRank",
+    "OpGroup",
     "OpRow",
+    "OpsReport",
     "ParquetRank",
     "ParquetResult",
     "Part",

@@ -27,6 +27,8 @@ __all__ = [
     "filter_trace",
     "merge_traces",
     "ops",
+    "ops_gpu",
+    "ops_gpu_keys",
     "recompress",
     "remove_temporaries",
     "repair_trace",
@@ -385,8 +387,32 @@ class _OpRow(TypedDict):
     kernel_time_us: float
     kernel_time_ns: int
     kernel_uids: list[int]
+    input_dims: str | None
+    input_type: str | None
+    device: int | None
+    precision: str | None
+    peak_tflops: float | None
 
-def ops(path: str, rules: str) -> list[_OpRow]: ...
+class _GpuPeaks(TypedDict):
+    key: str
+    label: str
+    bandwidth_tbs: float
+    peaks_tflops: dict[str, float]
+    source: str
+
+class _GpuChoice(TypedDict):
+    gpu: _GpuPeaks | None
+    how: str
+    device_name: str | None
+    note: str | None
+
+class _OpsFound(TypedDict):
+    rows: list[_OpRow]
+    gpu: _GpuChoice
+
+def ops(path: str, rules: str, gpu: str | None = None) -> _OpsFound: ...
+def ops_gpu(name: str) -> _GpuPeaks | None: ...
+def ops_gpu_keys() -> list[str]: ...
 
 class _ParquetRank(TypedDict):
     source: str

@@ -41,6 +41,7 @@ from kinetrace._cli import (
     demo,
     diff,
     merge,
+    ops,
     parquet,
     repair,
     run,
@@ -64,6 +65,7 @@ SUBCOMMANDS: list[ModuleType] = [
     merge,
     summary,
     diff,
+    ops,
     parquet,
 ]
 

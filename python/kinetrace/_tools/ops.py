@@ -1,24 +1,44 @@
 """``ops``: the work each CPU operator's GPU time did (FLOPs and bytes from the shapes the
-trace records) and that GPU time, one row per operator instance (issue 39; no command line
-yet).
+trace records) and that GPU time, one row per operator instance, each measured against the
+GPU's roofline; the rows grouped by (name, input dims, input types), the groups ranked by
+the GPU time they could save at their roofline (issue 39).
 
 Two rule sets (``docs/ops.md`` states both): ``"exact"`` (the default: each tensor's own
 dtype, a causal mask of any shape as its triangle, each operator once at the outermost
 modelled one) and ``"tracelens"`` (AMD's TraceLens figures, commit 171dd74, quirks
 included: the rows of its per-family tables). The reading is the native module's: one
-streaming pass, the GIL released.
+streaming pass, the GIL released; the GPU and the peak of each row come from the native
+peaks table (``src/tools/ops/peaks.rs``), the roofline arithmetic is here.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Literal, TypedDict
+import statistics
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, TypedDict, cast
 
 from kinetrace import _kinetrace
 
-__all__ = ["OpRow", "ops"]
+__all__ = ["GpuPeaks", "OpGroup", "OpRow", "OpsReport", "gpu_keys", "known_gpu", "ops"]
 
 Rules = Literal["exact", "tracelens"]
+
+
+class GpuPeaks(TypedDict):
+    """A GPU of the peaks table, per device (one GCD of an MI250X): ``key`` (what ``--gpu``
+    takes), ``label``, ``bandwidth_tbs`` (TB/s), ``peaks_tflops`` (dense TFLOPS per
+    precision: ``fp64``, ``fp64_tensor``, ``fp32``, ``fp32_matrix``, ``tf32``, ``bf16``,
+    ``fp16``, ``fp8``; ``int8`` in TOPS; a precision the GPU lacks is absent) and
+    ``source`` (where the figures are published)."""
+
+    key: str
+    label: str
+    bandwidth_tbs: float
+    peaks_tflops: dict[str, float]
+    source: str
 
 
 class OpRow(TypedDict):
@@ -34,7 +54,18 @@ class OpRow(TypedDict):
     size is unknown; ``kernel_time_us`` the busy time (union of intervals) of
     ``kernel_uids``, the GPU activities under it (their ``traceEvents`` indices), as
     TraceLens computes it (floats at the trace's absolute times, ~1e-4 µs off);
-    ``kernel_time_ns`` the same busy time exact, from the trace's decimal text."""
+    ``kernel_time_ns`` the same busy time exact, from the trace's decimal text.
+    ``input_dims`` and ``input_type`` are the operator's recorded inputs as JSON text;
+    ``device`` the ``args.device`` of its first GPU activity.
+
+    The roofline (``None`` where it does not apply: no GPU, no FLOPs, a zero time):
+    ``time_us`` the time the rates use (``kernel_time_ns`` / 1000 under ``exact``,
+    ``kernel_time_us`` under ``tracelens``); ``tflops_s`` and ``tbs`` the achieved
+    TFLOPS/s and TB/s; ``flops_per_byte``; ``precision`` and ``peak_tflops`` the peak its
+    family and main operand's dtype run at; ``roof_tflops`` = min(peak, intensity x
+    bandwidth); ``roof_pct`` = 100 x achieved / roof; ``bound`` ``"compute"`` or
+    ``"memory"``; ``roof_time_us`` the time at the roofline, max(FLOPs / peak, bytes /
+    bandwidth)."""
 
     uid: int
     name: str
@@ -45,23 +76,220 @@ class OpRow(TypedDict):
     kernel_time_us: float
     kernel_time_ns: int
     kernel_uids: list[int]
+    input_dims: str | None
+    input_type: str | None
+    device: int | None
+    precision: str | None
+    peak_tflops: float | None
+    time_us: float
+    tflops_s: float | None
+    tbs: float | None
+    flops_per_byte: float | None
+    roof_tflops: float | None
+    roof_pct: float | None
+    bound: str | None
+    roof_time_us: float | None
 
 
-def ops(path: str | os.PathLike[str], *, rules: Rules = "exact") -> list[OpRow]:
-    """The instance rows of one trace file (``.json`` or gzip), operators in file order.
+@dataclass(frozen=True)
+class OpGroup:
+    """The instances of one operator with one set of inputs: (``name``, ``bwd``,
+    ``input_dims``, ``input_type``), its ``table``; ``count`` instances; their time
+    (``time_us``: sum, ``mean_us``, ``median_us``, ``min_us``, ``max_us``); ``flops`` and
+    ``bytes`` per instance (the same inputs give the same figures); ``tflops_s`` and
+    ``tbs`` the group's rates (sums over summed time), ``flops_per_byte``, ``precision``,
+    ``peak_tflops``, ``roof_pct``, ``bound`` as a row's; ``roof_time_us`` the summed time
+    at the roofline and ``saveable_us`` = ``time_us`` - ``roof_time_us`` (not below 0), the
+    GPU time reaching the roofline would save (``None`` without a roofline)."""
+
+    name: str
+    table: str
+    bwd: bool
+    input_dims: str | None
+    input_type: str | None
+    count: int
+    time_us: float
+    mean_us: float
+    median_us: float
+    min_us: float
+    max_us: float
+    flops: float | None
+    bytes: float | None
+    tflops_s: float | None
+    tbs: float | None
+    flops_per_byte: float | None
+    precision: str | None
+    peak_tflops: float | None
+    roof_pct: float | None
+    bound: str | None
+    roof_time_us: float | None
+    saveable_us: float | None
+
+
+@dataclass(frozen=True)
+class OpsReport:
+    """What :func:`ops` found in one trace: the instance ``rows`` (operators in file order)
+    and their ``groups``, ranked by ``saveable_us`` (most first; groups without a roofline
+    last, by time); ``gpu`` the GPU of the roofline (``None`` when none was found: ``note``
+    says why), ``gpu_from`` (``"deviceProperties"`` or ``"--gpu"``), ``device_name`` (the
+    trace's name for it), ``note``; ``seconds`` the time the reading took."""
+
+    path: str
+    rules: str
+    gpu: GpuPeaks | None
+    gpu_from: str
+    device_name: str | None
+    note: str | None
+    seconds: float
+    rows: list[OpRow]
+    groups: list[OpGroup]
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as ``--json`` prints it (keys in docs/ops.md)."""
+        out = asdict(self)
+        out["rows"] = [dict(r) for r in self.rows]
+        return out
+
+
+def gpu_keys() -> list[str]:
+    """The keys of the peaks table, in its order."""
+    return list(_kinetrace.ops_gpu_keys())
+
+
+def known_gpu(name: str) -> GpuPeaks | None:
+    """The GPU ``name`` names (a table key such as ``h100-sxm``, a device name such as
+    ``NVIDIA H100 PCIe``, or a family such as ``h100``: its first row), ``None`` if none."""
+    found = _kinetrace.ops_gpu(name)
+    return None if found is None else GpuPeaks(**found)
+
+
+def roofline(
+    flops: float | None,
+    nbytes: float | None,
+    time_us: float,
+    peak_tflops: float | None,
+    bandwidth_tbs: float | None,
+) -> dict[str, Any]:
+    """The roofline figures of ``flops`` and ``nbytes`` done in ``time_us``, against a
+    compute peak (TFLOPS) and a bandwidth (TB/s): the keys ``tflops_s``, ``tbs``,
+    ``flops_per_byte``, ``roof_tflops``, ``roof_pct``, ``bound``, ``roof_time_us`` of
+    :class:`OpRow` (``None`` where they do not apply)."""
+    seconds = time_us * 1e-6
+    out: dict[str, Any] = {
+        "tflops_s": flops / seconds / 1e12 if flops is not None and seconds > 0 else None,
+        "tbs": nbytes / seconds / 1e12 if nbytes is not None and seconds > 0 else None,
+        "flops_per_byte": flops / nbytes if flops is not None and nbytes else None,
+        "roof_tflops": None,
+        "roof_pct": None,
+        "bound": None,
+        "roof_time_us": None,
+    }
+    if flops is None or not peak_tflops or not bandwidth_tbs:
+        return out
+    # Time at each roof, µs: the slower one binds. Equal to achieved / min(peak, I x BW)
+    # where there are FLOPs, and defined for a pure copy (no FLOPs) too.
+    compute_us = flops / (peak_tflops * 1e6)
+    memory_us = (nbytes or 0.0) / (bandwidth_tbs * 1e6)
+    out["roof_time_us"] = max(compute_us, memory_us)
+    out["bound"] = "compute" if compute_us >= memory_us else "memory"
+    intensity = out["flops_per_byte"]
+    out["roof_tflops"] = (
+        peak_tflops if intensity is None else min(peak_tflops, intensity * bandwidth_tbs)
+    )
+    if time_us > 0:
+        out["roof_pct"] = 100.0 * out["roof_time_us"] / time_us
+    return out
+
+
+def _row(raw: Mapping[str, Any], rules: str, bandwidth: float | None) -> OpRow:
+    time_us = raw["kernel_time_us"] if rules == "tracelens" else raw["kernel_time_ns"] / 1e3
+    figures = roofline(raw["flops"], raw["bytes"], time_us, raw["peak_tflops"], bandwidth)
+    return cast(OpRow, {**raw, "time_us": time_us, **figures})
+
+
+def _group(rows: list[OpRow], bandwidth: float | None) -> OpGroup:
+    first = rows[0]
+    times = [r["time_us"] for r in rows]
+    total = sum(times)
+    flops = None if first["flops"] is None else sum(r["flops"] or 0.0 for r in rows)
+    nbytes = None if first["bytes"] is None else sum(r["bytes"] or 0.0 for r in rows)
+    figures = roofline(flops, nbytes, total, first["peak_tflops"], bandwidth)
+    roof = figures["roof_time_us"]
+    return OpGroup(
+        name=first["name"],
+        table=first["table"],
+        bwd=first["bwd"],
+        input_dims=first["input_dims"],
+        input_type=first["input_type"],
+        count=len(rows),
+        time_us=total,
+        mean_us=total / len(rows),
+        median_us=statistics.median(times),
+        min_us=min(times),
+        max_us=max(times),
+        flops=first["flops"],
+        bytes=first["bytes"],
+        tflops_s=figures["tflops_s"],
+        tbs=figures["tbs"],
+        flops_per_byte=figures["flops_per_byte"],
+        precision=first["precision"],
+        peak_tflops=first["peak_tflops"],
+        roof_pct=figures["roof_pct"],
+        bound=figures["bound"],
+        roof_time_us=roof,
+        saveable_us=None if roof is None else max(total - roof, 0.0),
+    )
+
+
+def group_rows(rows: Iterable[OpRow], bandwidth: float | None) -> list[OpGroup]:
+    """``rows`` grouped by (name, bwd, input dims, input types), ranked by the time they
+    could save at their roofline (most first), then groups without a roofline by time."""
+    keyed: dict[tuple[str, bool, str | None, str | None], list[OpRow]] = {}
+    for r in rows:
+        keyed.setdefault((r["name"], r["bwd"], r["input_dims"], r["input_type"]), []).append(r)
+    groups = [_group(members, bandwidth) for members in keyed.values()]
+    groups.sort(key=lambda g: (g.saveable_us is None, -(g.saveable_us or 0.0), -g.time_us))
+    return groups
+
+
+def ops(
+    path: str | os.PathLike[str], *, rules: Rules = "exact", gpu: str | None = None
+) -> OpsReport:
+    """The instance rows of one trace file (``.json`` or gzip), operators in file order,
+    each against the GPU's roofline, and their groups ranked by the time they could save.
 
     Args:
         path: a trace file.
         rules: ``"exact"`` (default) or ``"tracelens"`` (TraceLens's figures, quirks
             included).
+        gpu: the GPU of the roofline (a key of the peaks table such as ``"h100-sxm"``, a
+            device name, or a family such as ``"h100"``); default: the trace's
+            ``deviceProperties`` entry of the device its operators' kernels ran on.
 
     Raises:
         kinetrace.TraceFormatError: the file is not a valid trace.
-        ValueError: ``rules`` is unknown.
+        ValueError: ``rules`` or ``gpu`` is unknown.
         OSError: the file cannot be read.
         KeyboardInterrupt: Ctrl-C.
     """
     if rules not in ("exact", "tracelens"):
         raise ValueError(f"rules must be 'exact' or 'tracelens', not {rules!r}")
-    rows: list[OpRow] = [OpRow(**r) for r in _kinetrace.ops(os.fspath(path), rules)]
-    return rows
+    if gpu is not None and known_gpu(gpu) is None:
+        raise ValueError(f"unknown GPU {gpu!r}; known: {', '.join(gpu_keys())}")
+    start = time.perf_counter()
+    found = _kinetrace.ops(os.fspath(path), rules, gpu)
+    choice = found["gpu"]
+    peaks = None if choice["gpu"] is None else GpuPeaks(**choice["gpu"])
+    bandwidth = None if peaks is None else peaks["bandwidth_tbs"]
+    rows = [_row(r, rules, bandwidth) for r in found["rows"]]
+    return OpsReport(
+        path=os.fspath(path),
+        rules=rules,
+        gpu=peaks,
+        gpu_from=choice["how"],
+        device_name=choice["device_name"],
+        note=choice["note"],
+        seconds=time.perf_counter() - start,
+        rows=rows,
+        groups=group_rows(rows, bandwidth),
+    )

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::json::decimal::{ns_of, whole_number};
-use crate::json::object::{member, Duplicates};
+use crate::json::object::{member, string_body, unescaped, Duplicates};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_ID, SLOT_TS};
 
 /// What a host event is to the call tree.
@@ -57,6 +57,65 @@ pub(crate) struct GpuEvent {
     pub(crate) dur_us: f64,
     pub(crate) correlation: Option<i64>,
     pub(crate) external_id: Option<i64>,
+    /// `args.device`: the `id` of its `deviceProperties` entry.
+    pub(crate) device: Option<i64>,
+}
+
+/// One entry of the trace's top-level `deviceProperties` (what the roofline needs of it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Device {
+    pub(crate) id: Option<i64>,
+    pub(crate) name: String,
+    pub(crate) total_memory: Option<u64>,
+    pub(crate) sms: Option<u32>,
+}
+
+/// The objects of a JSON array as written (strings skipped over, so a brace inside one is
+/// text); nothing of anything else.
+fn array_objects(raw: &[u8]) -> Vec<&[u8]> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for (i, &b) in raw.iter().enumerate() {
+        if in_string {
+            (in_string, escaped) = (escaped || b != b'"', !escaped && b == b'\\');
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                if depth == 2 && b == b'{' {
+                    start = i;
+                }
+            }
+            b'}' | b']' => {
+                if depth == 2 && b == b'}' {
+                    out.push(&raw[start..=i]);
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The entries of a `deviceProperties` value; nothing where it is not a list of objects.
+pub(crate) fn devices_of(raw: &[u8]) -> Vec<Device> {
+    let number = |obj: &[u8], key: &[u8]| member(obj, key, Duplicates::Last).and_then(whole_number);
+    array_objects(raw)
+        .into_iter()
+        .map(|obj| Device {
+            id: number(obj, b"id"),
+            name: member(obj, b"name", Duplicates::Last)
+                .and_then(string_body)
+                .and_then(unescaped)
+                .map(|t| String::from_utf8_lossy(&t).into_owned())
+                .unwrap_or_default(),
+            total_memory: number(obj, b"totalGlobalMem").and_then(|n| u64::try_from(n).ok()),
+            sms: number(obj, b"numSms").and_then(|n| u32::try_from(n).ok()),
+        })
+        .collect()
 }
 
 /// Host categories that make up the call tree.
@@ -80,6 +139,8 @@ pub(crate) struct Collected {
     /// Whether the first launching runtime call carries `correlation` (else `External id`
     /// links launches to GPU work); `None` until one is met.
     pub(crate) link_by_correlation: Option<bool>,
+    /// The trace's `deviceProperties`.
+    pub(crate) devices: Vec<Device>,
 }
 
 /// Integer members of `args` the tree needs, and the operator arguments.
@@ -88,6 +149,7 @@ struct ArgsRead {
     correlation: Option<i64>,
     external_id: Option<i64>,
     sequence: Option<i64>,
+    device: Option<i64>,
     op: OpArgs,
 }
 
@@ -104,6 +166,7 @@ fn read_args(raw: &[u8], with_op_args: bool) -> ArgsRead {
         b"correlation" => out.correlation = whole_number(value),
         b"External id" => out.external_id = whole_number(value),
         b"Sequence number" => out.sequence = whole_number(value),
+        b"device" => out.device = whole_number(value),
         b"Input Dims" if with_op_args => out.op.input_dims = Some(text_of(value)),
         b"Input type" if with_op_args => out.op.input_type = Some(text_of(value)),
         b"Concrete Inputs" if with_op_args => out.op.concrete_inputs = Some(text_of(value)),
@@ -184,12 +247,16 @@ impl Collected {
             dur_us: ev.dur.unwrap_or(0.0),
             correlation: args.correlation,
             external_id: args.external_id,
+            device: args.device,
         });
     }
 }
 
 impl Visitor for Collected {
-    fn header(&mut self, _key: &[u8], _raw: &[u8], _after_events: bool) -> Result<()> {
+    fn header(&mut self, key: &[u8], raw: &[u8], _after_events: bool) -> Result<()> {
+        if key == b"deviceProperties" {
+            self.devices = devices_of(raw);
+        }
         Ok(())
     }
 

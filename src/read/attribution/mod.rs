@@ -24,7 +24,7 @@ use crate::error::Result;
 use crate::read::events::{read_trace_with, ReadOptions};
 
 use collect::{Collected, HostEvent};
-pub(crate) use collect::{GpuEvent, OpArgs};
+pub(crate) use collect::{Device, GpuEvent, OpArgs};
 
 /// One CPU operator.
 #[derive(Debug, Clone)]
@@ -72,6 +72,8 @@ pub(crate) struct Attribution {
     /// In file order.
     pub(crate) ops: Vec<Op>,
     pub(crate) gpu: Vec<GpuEvent>,
+    /// The trace's `deviceProperties` (empty where it has none).
+    pub(crate) devices: Vec<Device>,
 }
 
 impl Attribution {

@@ -87,3 +87,17 @@ fn launches_link_by_external_id_when_the_first_launch_has_no_correlation() {
     // The graph launch's correlation is no link value then.
     assert!(op(&a, "graphed").gpu.is_empty());
 }
+
+#[test]
+fn device_properties_entries_are_read() {
+    let raw = br#"[{"id": 0, "name": "NVIDIA H100 {x} \"80GB\"", "totalGlobalMem": 85045215232, "numSms": 132, "x": [1, {"a": 2}]},
+        {"id": 1, "name": "AMD Instinct MI300X"}]"#;
+    let found = super::collect::devices_of(raw);
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[0].id, Some(0));
+    assert_eq!(found[0].name, "NVIDIA H100 {x} \"80GB\"");
+    assert_eq!(found[0].total_memory, Some(85045215232));
+    assert_eq!(found[0].sms, Some(132));
+    assert_eq!((found[1].id, found[1].sms), (Some(1), None));
+    assert!(super::collect::devices_of(b"{}").is_empty());
+}

@@ -144,6 +144,7 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
         names: c.names,
         ops,
         gpu: c.gpu,
+        devices: c.devices,
     }
 }
 

@@ -255,7 +255,7 @@ mod tests {
         let path = scratch.join("t.json");
         std::fs::write(&path, TRACE).unwrap();
         let figures = |rules| -> Vec<(String, Option<f64>, Option<f64>, i64)> {
-            let found = rows(&path, rules, &mut || Ok(())).unwrap();
+            let found = rows(&path, rules, None, &mut || Ok(())).unwrap().rows;
             let out = found.into_iter().map(|r| {
                 let flops = r.figures.map(|f| f.flops);
                 (r.name, flops, r.figures.and_then(|f| f.bytes), r.kernel_ns)

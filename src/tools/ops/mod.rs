@@ -20,7 +20,9 @@ mod exact;
 mod extensions;
 mod gemm;
 mod norm;
+pub(crate) mod peaks;
 mod reduce;
+pub(crate) mod roofline;
 
 use std::path::Path;
 
@@ -219,6 +221,28 @@ pub(crate) struct InstanceRow {
     pub(crate) kernel_ns: i64,
     /// The GPU activities timed (indices in `traceEvents`).
     pub(crate) kernel_uids: Vec<u64>,
+    /// The operator's recorded `Input Dims` and `Input type`, as JSON text.
+    pub(crate) input_dims: Option<Box<str>>,
+    pub(crate) input_type: Option<Box<str>>,
+    /// `args.device` of the first GPU activity timed that has one.
+    pub(crate) device: Option<i64>,
+}
+
+/// JSON text without the whitespace between its tokens (`[\n  [2, 3]\n]` -> `[[2,3]]`), so
+/// that one set of inputs has one text however the trace was indented.
+fn compact(text: &str) -> Box<str> {
+    let (mut out, mut in_string, mut escaped) = (String::with_capacity(text.len()), false, false);
+    for c in text.chars() {
+        if in_string {
+            (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
+        } else if c.is_ascii_whitespace() {
+            continue;
+        } else if c == '"' {
+            in_string = true;
+        }
+        out.push(c);
+    }
+    out.into()
 }
 
 fn row(
@@ -238,6 +262,9 @@ fn row(
         kernel_us: tree::busy_us_float(&a.gpu, gpu),
         kernel_ns: tree::busy_ns(&a.gpu, gpu),
         kernel_uids: gpu.iter().map(|&g| a.gpu[g as usize].uid).collect(),
+        input_dims: op.args.input_dims.as_deref().map(compact),
+        input_type: op.args.input_type.as_deref().map(compact),
+        device: gpu.iter().find_map(|&g| a.gpu[g as usize].device),
     }
 }
 
@@ -341,19 +368,41 @@ pub(crate) enum Rules {
     TraceLens,
 }
 
-/// The instance rows of the trace at `path` under `rules`; `progress` is called as the
-/// trace is read (its error stops the read).
+/// The rows of one trace and the GPU their roofline is drawn against.
+pub(crate) struct Report {
+    pub(crate) rows: Vec<InstanceRow>,
+    pub(crate) gpu: roofline::GpuChoice,
+}
+
+/// The instance rows of the trace at `path` under `rules`, and its GPU (`gpu`, from
+/// `--gpu`, overrides the trace's `deviceProperties`); `progress` is called as the trace
+/// is read (its error stops the read).
 pub(crate) fn rows(
     path: &Path,
     rules: Rules,
+    gpu: Option<&'static peaks::Gpu>,
     progress: &mut dyn FnMut() -> Result<()>,
-) -> Result<Vec<InstanceRow>> {
+) -> Result<Report> {
     let a = attribute(path, ReadOptions::default(), &mut |_| progress())?;
-    Ok(match rules {
+    let rows = match rules {
         Rules::Exact => exact_rows_of(&a),
         Rules::TraceLens => tracelens_rows_of(&a),
-    })
+    };
+    let devices = rows.iter().filter_map(|r| r.device).collect();
+    let gpu = roofline::choose_gpu(&a.devices, devices, gpu);
+    Ok(Report { rows, gpu })
 }
 
 #[cfg(test)]
+mod peaks_tests;
+#[cfg(test)]
 mod reference_tests;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn compact_drops_whitespace_between_tokens_only() {
+        let text = "[\n  [2, 3],\n  \"c10::Half\", \"a \\\" b\"\n]";
+        assert_eq!(&*super::compact(text), r#"[[2,3],"c10::Half","a \" b"]"#);
+    }
+}

@@ -82,7 +82,9 @@ fn check_trace(shared: &Path, trace: &str, ref_file: &str, tallies: &mut BTreeMa
         }
     }
     let path = shared.join("traces/TraceLens").join(trace);
-    let rows = super::rows(&path, Rules::TraceLens, &mut || Ok(())).unwrap();
+    let rows = super::rows(&path, Rules::TraceLens, None, &mut || Ok(()))
+        .unwrap()
+        .rows;
     let mut seen = std::collections::HashSet::new();
     for ours in &rows {
         let key = (ours.table.label().to_string(), ours.bwd, ours.uid);

@@ -1,0 +1,154 @@
+"""``kinetrace ops PATH [--rules exact|tracelens] [--gpu NAME] [--top N] [--json]``: how
+close each operator's GPU time came to the GPU's roofline, the groups that could save the
+most time first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import textwrap
+from typing import Any
+
+from kinetrace._cli.args import int_in_range
+from kinetrace._cli.status import DONE, exit_statuses, run_tool
+from kinetrace._text import duration
+from kinetrace._tools.ops import OpGroup, OpsReport, gpu_keys, known_gpu, ops
+
+__all__ = ["WIDTH", "add_parser", "cmd_ops", "report"]
+
+PROG = "kinetrace ops"
+
+#: The terminal table's width at most.
+WIDTH = 100
+
+#: (header, width) of the table's columns after the name, one space apart.
+COLUMNS = (("dims", 22), ("count", 6), ("time", 10), ("save", 10), ("TFLOP/s", 7))
+RATES = (("TB/s", 5), ("roof", 5), ("bound", 7))
+NAME = WIDTH - sum(w + 1 for _, w in COLUMNS + RATES)
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` columns, its end replaced by an ellipsis where longer."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _dims(text: str | None) -> str:
+    if text is None:
+        return "-"
+    try:
+        shapes = [s for s in json.loads(text) if s != []]
+    except ValueError:
+        return text
+    return "".join(
+        f"({','.join(str(d) for d in s)})" if isinstance(s, list) else "" for s in shapes
+    )
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _group_line(g: OpGroup) -> str:
+    name = g.name + (" (bwd)" if g.bwd else "")
+    cells = [
+        _cut(name, NAME).ljust(NAME),
+        _cut(_dims(g.input_dims), 22).ljust(22),
+        f"{g.count:>6,}",
+        f"{duration(g.time_us):>10}",
+        f"{'-' if g.saveable_us is None else duration(g.saveable_us):>10}",
+        f"{_num(g.tflops_s, '.1f'):>7}",
+        f"{_num(g.tbs, '.2f'):>5}",
+        f"{_num(g.roof_pct, '.0f') + ('%' if g.roof_pct is not None else ''):>5}",
+        f"{g.bound or '-':<7}",
+    ]
+    return " ".join(cells).rstrip()
+
+
+def _gpu_line(found: OpsReport) -> str:
+    if found.gpu is None:
+        return "GPU: none"
+    where = "--gpu" if found.gpu_from == "--gpu" else f"deviceProperties {found.device_name!r}"
+    return f"GPU: {found.gpu['label']} ({found.gpu['key']}, from {where})"
+
+
+def report(found: OpsReport, top: int) -> str:
+    """The terminal report: the GPU, the totals, the ``top`` groups furthest from their roof
+    by the time they could save."""
+    time_us = sum(r["time_us"] for r in found.rows)
+    save = sum(g.saveable_us or 0.0 for g in found.groups)
+    saveable = "no roofline" if found.gpu is None else f"{duration(save)} saveable at the roofline"
+    lines = [
+        f"{len(found.rows):,} operator rows in {len(found.groups):,} groups "
+        f"({found.rules} rules, read in {found.seconds:.2f} s)",
+        f"GPU time {duration(time_us)}, {saveable}",
+        *textwrap.wrap(_gpu_line(found), WIDTH, subsequent_indent="  "),
+    ]
+    if found.note:
+        lines += textwrap.wrap(f"note: {found.note}", WIDTH, subsequent_indent="  ")
+    header = [
+        "operator".ljust(NAME),
+        *(h.ljust(w) if h == "dims" else h.rjust(w) for h, w in COLUMNS),
+        *(h.rjust(w) if h != "bound" else h for h, w in RATES),
+    ]
+    lines += ["", f"Top {top} groups by GPU time saveable at the roofline:", " ".join(header)]
+    lines += [_group_line(g) for g in found.groups[:top]]
+    return "\n".join(lines)
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    """Prints the report (or ``--json``).
+
+    Returns:
+        0 on success, 1 when the file is not a trace, 2 when it cannot be read
+        (:mod:`kinetrace._cli.status`).
+    """
+    return run_tool(PROG, [args.path], lambda: _ops(args))
+
+
+def _ops(args: argparse.Namespace) -> int:
+    found = ops(args.path, rules=args.rules, gpu=args.gpu)
+    if args.json:
+        print(json.dumps(found.to_json(), indent=1))
+    else:
+        print(report(found, args.top))
+    return DONE
+
+
+def _gpu_name(text: str) -> str:
+    """A ``--gpu`` name the peaks table knows; else a usage error listing the keys."""
+    if known_gpu(text) is None:
+        raise argparse.ArgumentTypeError(f"unknown GPU {text!r}; known: {', '.join(gpu_keys())}")
+    return text
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "ops",
+        help="how close each operator came to the GPU's roofline",
+        description=(
+            "For one trace file (.json or gzip, recorded with record_shapes=True): each CPU "
+            "operator's FLOPs and bytes from its recorded shapes, the busy time of the GPU "
+            "work it launched, its TFLOPS/s, TB/s and share of the GPU's roofline; the "
+            "operators grouped by name and inputs, the groups that could save the most GPU "
+            "time at their roofline first. The GPU comes from the trace's deviceProperties, "
+            "or --gpu. --rules tracelens gives TraceLens's figures. "
+            + exit_statuses(failed="failed (the file is not a trace)")
+        ),
+    )
+    parser.add_argument("path", metavar="PATH", help="a trace file")
+    parser.add_argument("--rules", choices=("exact", "tracelens"), default="exact")
+    parser.add_argument(
+        "--gpu",
+        metavar="NAME",
+        type=_gpu_name,
+        help="the GPU of the roofline: a key such as h100-sxm, a device name, or a family "
+        "(default: the trace's deviceProperties)",
+    )
+    parser.add_argument(
+        "--top",
+        type=int_in_range(1, 10_000),
+        default=10,
+        help="groups the table lists, 1-10000 (default 10)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=cmd_ops)
