@@ -1,7 +1,7 @@
 """``ops``: the work each CPU operator's GPU time did (FLOPs and bytes from the shapes the
 trace records) and that GPU time, one row per operator instance, each measured against the
 GPU's roofline; the rows grouped by (name, input dims, input types), the groups ranked by
-the GPU time they could save at their roofline (issue 39).
+the GPU time they could save at their roofline.
 
 Two rule sets (``docs/ops.md`` states both): ``"exact"`` (the default: each tensor's own
 dtype, a causal mask of any shape as its triangle, each operator once at the outermost
