@@ -1,4 +1,4 @@
-"""``kinetrace.ops`` and ``kinetrace ops`` (issue 39): ``rules="tracelens"`` gives
+"""``kinetrace.ops`` and ``kinetrace ops``: ``rules="tracelens"`` gives
 TraceLens's own figures on the real traces it was run on (``../shared/notes/tracelens-ref``,
 TraceLens 171dd74): the same instance rows of its family tables, the same FLOPs and bytes,
 the same kernel time; ``rules="exact"`` counts each operator once. The roofline of a row is
