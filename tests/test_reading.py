@@ -6,6 +6,7 @@ bytes are those the ordinary calls give."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from operator import methodcaller
 
@@ -14,7 +15,7 @@ import pytest
 import kinetrace
 from kinetrace import _bench, _kinetrace
 from kinetrace._export import extract as _extract
-from support.measure import proc_kib
+from support.aftermath import subprocess_env
 
 pytestmark = pytest.mark.skipif(
     not _bench.has_trace_activities(), reason="needs torch >= 2.13 (trace_activities)"
@@ -61,41 +62,70 @@ def test_direct_and_ordinary_calls_write_the_same_bytes(profile, tmp_path, monke
     assert direct.read_bytes() == ordinary.read_bytes().replace(b"ordinary.json", b"direct.json")
 
 
+#: Run in a fresh interpreter: the suite's own heap, fragmented by every test before this
+#: one, makes a forked child dirty pages for its own short-lived objects wherever their free
+#: slots lie (27.9 B an activity seen once in the full suite, under 16 in a fresh process),
+#: which is not what this test is about. Prints the Private_Dirty growth per activity.
+_FORKED_READER = """
+import os
+from kinetrace import _bench, _kinetrace
+from kinetrace._export import extract as _extract
+
+def private_dirty_kib():
+    with open("/proc/self/smaps_rollup") as f:
+        return sum(int(line.split()[1]) for line in f if line.startswith("Private_Dirty:"))
+
+profile = _bench.record_workload(5000)
+activities = profile.profiler.kineto_results.trace_activities()
+get = _extract.activity_getters(activities)
+n = len(activities)
+
+def private_dirty_after_reading(count):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            before = private_dirty_kib()
+            span = range(count)
+            sink = _kinetrace._Discard()
+            _extract.first_pass(sink, activities, get, span)
+            _extract.second_pass(sink, activities, get, None, span)
+            os.write(write, str((private_dirty_kib() - before) * 1024).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    data = os.read(read, 64)
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return int(data)
+
+tenth = private_dirty_after_reading(n // 10)
+whole = private_dirty_after_reading(n)
+print(n, tenth, whole, (whole - tenth) / (n - n // 10))
+"""
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_reader_copies_no_activity(profile):
+def test_a_forked_reader_copies_no_activity() -> None:
     """A forked process that reads every field of every activity copies (copy-on-write)
     about what one that reads a tenth copies: nothing per activity (calls that wrote the
-    reference counts copied ~66 bytes an activity, the pages holding the objects)."""
-    activities = profile.profiler.kineto_results.trace_activities()
-    get = _extract.activity_getters(activities)
-    n = len(activities)
-
-    def private_dirty_after_reading(count: int) -> int:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover (the child)
-            code = 1
-            try:
-                before = proc_kib("self", "smaps_rollup", "Private_Dirty") or 0
-                _read_all(activities, get, range(count))
-                after = proc_kib("self", "smaps_rollup", "Private_Dirty") or 0
-                os.write(write, str((after - before) * 1024).encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        try:
-            data = os.read(read, 64)
-        finally:
-            os.close(read)
-            _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        return int(data)
-
-    tenth = private_dirty_after_reading(n // 10)
-    whole = private_dirty_after_reading(n)
-    per_activity = (whole - tenth) / (n - n // 10)
-    assert per_activity < 16, (tenth, whole, per_activity)
+    reference counts copied ~66 bytes an activity, the pages holding the objects). The bound,
+    16 B an activity, is a quarter of that; a fresh process measures under it with room."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED_READER],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    n, tenth, whole, per_activity = done.stdout.split()[-4:]
+    assert int(n) > 20_000, done.stdout
+    assert float(per_activity) < 16, (n, tenth, whole, per_activity)
 
 
 def test_generic_accessors_get_the_error_messages(tmp_path):
