@@ -15,7 +15,7 @@
 //!   `tools::merge` (many traces on one timeline, a file per pass or concern:
 //!   `tools::merge::{probe, steps, survey, rewrite, write, ids, names, ranks, record,
 //!   tests}`), `tools::summary` (where each rank's GPU time went:
-//!   `tools::summary::{events, intervals, exact, hta, report}`), `tools::parquet`
+//!   `tools::summary::{events, exact, hta, report}`), `tools::parquet`
 //!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`), `tools::ops`
 //!   (FLOPs and bytes of each operator from its recorded shapes, per family:
 //!   `tools::ops::{args, dtype, gemm, elementwise, reduce, norm, conv, attention, extensions,
@@ -36,6 +36,8 @@
 //!   `read::filter` (which events a filter keeps, flow ends bound to their events),
 //!   `read::ranks` (which rank a file is, for `merge` and `summary`), `read::sources` (the
 //!   one pool reading many files on threads, for `merge`, `summary` and `parquet`),
+//!   `read::intervals` (unions of
+//!   intervals, ns or float µs: summary's figures and attribution's busy time),
 //!   `read::attribution` (the GPU work each CPU operator owns:
 //!   `read::attribution::{collect, tree, tests}`, for `ops` and `diff`).
 //! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast

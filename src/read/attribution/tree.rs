@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::collect::{Collected, GpuEvent, HostEvent, HostKind};
 use super::{Attribution, Op};
+use crate::read::intervals::{length, union};
 
 /// How far (ns) a child may end after its parent and still nest in it: timestamps of
 /// nested events are rounded independently, so a child can "bleed" past its parent by a
@@ -196,48 +197,18 @@ pub(crate) fn union_of(ops: &[Op], which: &[u32]) -> Vec<u32> {
 
 /// Busy time (ns) of some GPU activities: the length of the union of their intervals.
 pub(crate) fn busy_ns(gpu: &[GpuEvent], which: &[u32]) -> i64 {
-    let mut spans: Vec<(i64, i64)> = which
+    let spans = which
         .iter()
-        .map(|&i| (gpu[i as usize].start, gpu[i as usize].end))
-        .collect();
-    spans.sort_unstable();
-    let mut total = 0;
-    let mut open: Option<(i64, i64)> = None;
-    for (s, e) in spans {
-        match open {
-            Some((os, oe)) if s <= oe => open = Some((os, oe.max(e))),
-            Some((os, oe)) => {
-                total += oe - os;
-                open = Some((s, e));
-            }
-            None => open = Some((s, e)),
-        }
-    }
-    total + open.map_or(0, |(s, e)| e - s)
+        .map(|&i| (gpu[i as usize].start, gpu[i as usize].end));
+    length(&union(spans.collect()))
 }
 
 /// [`busy_ns`] as a float-based tool computes it (µs, `ts + dur` in floats at the trace's
 /// absolute times): what TraceLens reports, its rounding included.
 pub(crate) fn busy_us_float(gpu: &[GpuEvent], which: &[u32]) -> f64 {
-    let mut spans: Vec<(f64, f64)> = which
-        .iter()
-        .map(|&i| {
-            let g = &gpu[i as usize];
-            (g.ts_us, g.ts_us + g.dur_us)
-        })
-        .collect();
-    spans.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let mut total = 0.0;
-    let mut open: Option<(f64, f64)> = None;
-    for (s, e) in spans {
-        match open {
-            Some((os, oe)) if s <= oe => open = Some((os, oe.max(e))),
-            Some((os, oe)) => {
-                total += oe - os;
-                open = Some((s, e));
-            }
-            None => open = Some((s, e)),
-        }
-    }
-    total + open.map_or(0.0, |(s, e)| e - s)
+    let spans = which.iter().map(|&i| {
+        let g = &gpu[i as usize];
+        (g.ts_us, g.ts_us + g.dur_us)
+    });
+    length(&union(spans.collect()))
 }

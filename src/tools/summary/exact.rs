@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::events::{Collected, GpuRow, Kind};
-use super::intervals::{intersection, length, sweep, union};
 use super::report::{label, us, Figures, KernelStats, KernelTimes, StreamIdle, TemporalBreakdown};
+use crate::read::intervals::{intersection, length, sweep, union};
 
 /// Below this gap (ns) between two activities of a stream, the GPU waited for the launch
 /// of the next one ("kernel wait").

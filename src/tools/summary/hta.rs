@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::events::{contains, is_communication, is_memory_name, Collected, HtaRow, Kind};
-use super::intervals::{intersection, length, sweep, union};
 use super::report::{label, Figures, KernelStats, KernelTimes, StreamIdle, TemporalBreakdown};
+use crate::read::intervals::{intersection, length, sweep, union};
 
 /// HTA's kernel-wait threshold (µs).
 const KERNEL_WAIT_US: f64 = 30.0;

@@ -12,7 +12,6 @@
 pub(crate) mod events;
 pub(crate) mod exact;
 pub(crate) mod hta;
-pub(crate) mod intervals;
 pub(crate) mod report;
 
 use std::path::{Path, PathBuf};
