@@ -10,7 +10,7 @@ import sys
 import warnings
 from typing import Any
 
-from kinetrace._cli.args import add_threads_option
+from kinetrace._cli.args import add_threads_option, non_negative_int
 from kinetrace._cli.status import DONE, REGRESSION, run_tool
 from kinetrace._text import duration
 from kinetrace._tools.diff import MIN_STEPS, DiffResult, StepComparison, diff
@@ -212,13 +212,6 @@ def _percent(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {text}")
-    return value
-
-
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "diff",
@@ -252,7 +245,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--skip-first",
-        type=_count,
+        type=non_negative_int,
         default=0,
         metavar="N",
         help="leave out each rank's first N steps",
