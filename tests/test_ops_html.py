@@ -166,6 +166,7 @@ def test_real_trace_one_point_per_group_with_a_roofline(owlv2: OpsReport) -> Non
     # The table: every group, ranked as the report ranks them, the terminal's columns.
     headers = [th.text for th in page.find("th")]
     assert headers == ["operator", *(h for h, _ in COLUMNS + RATES)]
+    assert {len(tr.children) for tr in page.find("tr")} == {len(headers)}
     names = [td.text for td in page.find("td", "name")]
     assert names == [g.name + (" (bwd)" if g.bwd else "") for g in owlv2.groups]
 

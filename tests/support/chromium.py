@@ -25,8 +25,9 @@ window.addEventListener('error', function (e) {
 console.error = function () { window.__errors.push(Array.from(arguments).join(' ')); };
 </script>"""
 
+#: Run on the load event: once every resource the page asked for has loaded or failed.
 _PROBE = """<script>
-(function () {
+window.addEventListener('load', function () {
   const out = document.createElement('pre');
   out.id = 'kinetrace-probe';
   let measured;
@@ -36,7 +37,7 @@ _PROBE = """<script>
     resources: performance.getEntriesByType('resource').map(function (r) { return r.name; })},
     measured));
   document.body.appendChild(out);
-})();
+});
 </script>"""
 
 
