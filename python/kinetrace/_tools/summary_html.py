@@ -11,7 +11,7 @@ from kinetrace import _kinetrace
 from kinetrace._text import duration
 from kinetrace._tools.summary import RankSummary, Summary, top_kernels
 
-__all__ = ["render_html", "write_html"]
+__all__ = ["render_html", "write_html", "write_page"]
 
 #: Colours of compute, non-compute and idle time.
 COLOURS = ("#3b7dd8", "#e8a33d", "#c9ccd1")
@@ -162,7 +162,12 @@ def render_html(summary: Summary) -> str:
 
 
 def write_html(summary: Summary, path: str | os.PathLike[str]) -> None:
-    """Writes the page at ``path`` through a temporary file beside it, named as every
+    """Writes the page at ``path`` (:func:`write_page`)."""
+    write_page(render_html(summary), path)
+
+
+def write_page(text: str, path: str | os.PathLike[str]) -> None:
+    """Writes ``text`` at ``path`` through a temporary file beside it, named as every
     temporary is (``docs/security.md``): an existing file is replaced only by a complete
     page, and the temporary of a run killed outright is removed by the next run there."""
     directory = os.path.dirname(os.path.abspath(path))
@@ -171,7 +176,7 @@ def write_html(summary: Summary, path: str | os.PathLike[str]) -> None:
         # The file create_temporary made, never a link put in its place since.
         fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
         with open(fd, "w", encoding="utf-8") as f:
-            f.write(render_html(summary))
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
