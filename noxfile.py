@@ -409,12 +409,31 @@ def install(session: nox.Session) -> None:
 
 @nox.session(python=MAIN_PYTHON)
 def workflows(session: nox.Session) -> None:
-    """.github/workflows against GitHub's schema and zizmor's audits, offline."""
+    """.github/workflows, and the workflow docs/ci.md shows (written out by
+    scripts/doc-files.py), against GitHub's schema and zizmor's audits, offline."""
     session.install("check-jsonschema==0.39.0", "zizmor==1.32.0")
+    shown = Path(session.create_tmp()) / "docs-ci"
+    shutil.rmtree(shown, ignore_errors=True)
+    session.run("python", "scripts/doc-files.py", "docs/ci.md", str(shown), silent=True)
+    documented = sorted(glob.glob(str(shown / ".github" / "workflows" / "*.yml")))
+    if not documented:
+        session.error("docs/ci.md shows no workflow (a ```yaml block starting '# file: ')")
     workflows = sorted(glob.glob(str(ROOT / ".github" / "workflows" / "*.yml")))
-    session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
     session.run(
-        "zizmor", "--offline", "--min-severity", "medium", "--no-progress", ".github/workflows/"
+        "check-jsonschema",
+        "--builtin-schema",
+        "vendor.github-workflows",
+        *workflows,
+        *documented,
+    )
+    session.run(
+        "zizmor",
+        "--offline",
+        "--min-severity",
+        "medium",
+        "--no-progress",
+        ".github/workflows/",
+        *documented,
     )
 
 

@@ -18,6 +18,7 @@ from kinetrace._cli.diff import MARKDOWN_LINES, WIDTH
 from kinetrace._tools.diff import MIN_STEPS, compare_steps
 from kinetrace._tools.diff_stats import bootstrap_change_ci, mann_whitney, median, percentile
 from support.cli import run
+from support.profiles import mm_profile
 from support.recorders import record_in_processes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,18 +100,7 @@ def test_too_few_steps_give_no_verdict():
 def _profile(path: Path, extra: bool) -> Path:
     """A CPU profile of STEPS recorded steps of MMS matrix products (and one more if
     ``extra``)."""
-    x, y = torch.rand(SIZE, SIZE), torch.rand(EXTRA, EXTRA)
-    sched = kinetrace.schedule(wait=0, warmup=1, active=STEPS, repeat=1)
-    cpu = [torch.profiler.ProfilerActivity.CPU]
-    with kinetrace.profile(activities=cpu, record_shapes=True, schedule=sched) as prof:
-        for _ in range(STEPS + 1):
-            for _ in range(MMS):
-                torch.mm(x, x)
-            if extra:
-                torch.mm(y, y)
-            prof.step()
-    prof.export_chrome_trace(str(path))
-    return path
+    return mm_profile(path, steps=STEPS, mms=MMS, size=SIZE, extra=EXTRA if extra else None)
 
 
 @pytest.fixture(scope="module")

@@ -620,36 +620,14 @@ def test_each_figure_has_one_name_from_rust_to_json(
     assert set(idle) == set(StreamIdle.__dataclass_fields__)
 
 
-#: What the summary page's probe measures once Chromium has drawn it.
-_PROBE = """{
-  svgs: document.querySelectorAll('svg').length,
-  bad: Array.from(document.querySelectorAll('svg')).filter(function (s) {
-    return s.namespaceURI !== 'http://www.w3.org/2000/svg'; }).length,
-  rects: document.querySelectorAll('svg rect').length,
-  widths: Array.from(document.querySelectorAll('svg rect')).every(function (r) {
-    return r.width.baseVal.value >= 0;
-  }),
-  // Every label drawn whole inside its chart: the text boxes the browser measured.
-  clipped: Array.from(document.querySelectorAll('svg text')).filter(function (t) {
-    const box = t.getBBox(), svg = t.ownerSVGElement;
-    return box.x < 0 || box.x + box.width > svg.width.baseVal.value;
-  }).map(function (t) { return t.textContent; }),
-  cut: Array.from(document.querySelectorAll('svg text.label')).filter(function (t) {
-    const title = t.querySelector('title');
-    return title && t.textContent.endsWith('\u2026') &&
-      t.textContent.slice(title.textContent.length, -1) !== '' &&
-      title.textContent.startsWith(t.textContent.slice(title.textContent.length, -1));
-  }).length}"""
-
-
 def test_html_page_loads_in_chromium(tmp_path: Path) -> None:
     require_real()
-    browser = chromium.require_browser()
+    chromium.require_browser()
     page = tmp_path / "summary.html"
     assert run("summary", REAL_DIR / "param" / "dlrm_kineto", "--html", page) == 0
     text = page.read_text(encoding="utf-8")
     assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/2000/svg", "")
-    result = chromium.load(browser, text, tmp_path, _PROBE)
+    result = chromium.probe(page, tmp_path)
     assert result["errors"] == [] and result["resources"] == []
     assert result["svgs"] == 3 and result["bad"] == 0 and result["widths"]
     assert result["clipped"] == [], result["clipped"]

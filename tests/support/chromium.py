@@ -1,6 +1,7 @@
-"""Pages of kinetrace's own (``summary --html``, ``ops --html``) loaded in headless Chromium:
-the errors the page raised (uncaught errors, failed loads, ``console.error``), every resource
-it fetched, and whatever a test's probe measures in the drawn page."""
+"""Pages of kinetrace's own (``summary --html``, ``ops --html``, ``diff --html``) loaded in
+headless Chromium: the errors the page raised (uncaught errors, failed loads,
+``console.error``), every resource it fetched, and whatever a test's probe measures in the
+drawn page (:data:`CHARTS`: what the SVG charts of every page must satisfy)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,34 @@ def load(browser: str, page: str, workdir: Path, probe: str = "{}") -> dict[str,
         html.unescape(done.stdout[start : done.stdout.index("</pre>", start)])
     )
     return result
+
+
+#: What the bar and dot charts' tests measure once Chromium has drawn the page: the SVGs (and
+#: any not in the SVG namespace), rectangles (none of negative width) and circles, every
+#: label drawn whole inside its chart (the text boxes the browser measured), and labels cut
+#: with an ellipsis whose title does not start with what they show.
+CHARTS = """{
+  svgs: document.querySelectorAll('svg').length,
+  bad: Array.from(document.querySelectorAll('svg')).filter(function (s) {
+    return s.namespaceURI !== 'http://www.w3.org/2000/svg'; }).length,
+  rects: document.querySelectorAll('svg rect').length,
+  circles: document.querySelectorAll('svg circle').length,
+  widths: Array.from(document.querySelectorAll('svg rect')).every(function (r) {
+    return r.width.baseVal.value >= 0;
+  }),
+  clipped: Array.from(document.querySelectorAll('svg text')).filter(function (t) {
+    const box = t.getBBox(), svg = t.ownerSVGElement;
+    return box.x < 0 || box.x + box.width > svg.width.baseVal.value;
+  }).map(function (t) { return t.textContent; }),
+  cut: Array.from(document.querySelectorAll('svg text.label')).filter(function (t) {
+    const title = t.querySelector('title');
+    return title && t.textContent.endsWith('\u2026') &&
+      t.textContent.slice(title.textContent.length, -1) !== '' &&
+      title.textContent.startsWith(t.textContent.slice(title.textContent.length, -1));
+  }).length}"""
+
+
+def probe(page: Path, workdir: Path) -> dict[str, Any]:
+    """Loads the page file ``page`` and returns :data:`CHARTS`' measures with ``errors`` and
+    ``resources`` (a skip without Chromium, as :func:`require_browser`)."""
+    return load(require_browser(), page.read_text(encoding="utf-8"), workdir, CHARTS)

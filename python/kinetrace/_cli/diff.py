@@ -1,5 +1,5 @@
-"""``kinetrace diff BASE NEW [--json | --markdown] [--fail-above PCT] [--skip-first N]``: what
-changed between two runs, the verdict on the step time first."""
+"""``kinetrace diff BASE NEW [--json | --markdown] [--html FILE] [--fail-above PCT]
+[--skip-first N]``: what changed between two runs, the verdict on the step time first."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from kinetrace._cli.args import add_threads_option, non_negative_int
 from kinetrace._cli.status import DONE, REGRESSION, run_tool
 from kinetrace._text import duration
 from kinetrace._tools.diff import MIN_STEPS, DiffResult, StepComparison, diff
+from kinetrace._tools.diff_html import write_html
 from kinetrace._tools.summary import SummaryWarning
 
-__all__ = ["add_parser", "cmd_diff", "markdown", "report", "verdict_lines"]
+__all__ = ["add_parser", "cmd_diff", "headline", "markdown", "report", "verdict_lines"]
 
 PROG = "kinetrace diff"
 
@@ -157,10 +158,15 @@ def _markdown_kernels(result: DiffResult) -> list[str]:
     return lines
 
 
+def headline(result: DiffResult) -> str:
+    """The verdict and its medians in one line (``--markdown``'s first, ``--html``'s)."""
+    first, medians = verdict_lines(result.verdict, "job step time")
+    return f"{first}; {medians}"
+
+
 def markdown(result: DiffResult) -> str:
     """A pull-request comment: the verdict in the first line, at most :data:`MARKDOWN_LINES`."""
-    first, medians = verdict_lines(result.verdict, "job step time")
-    lines = [f"**kinetrace diff**: {first}; {medians}"]
+    lines = [f"**kinetrace diff**: {headline(result)}"]
     if result.ranks:
         lines += ["", "Step time per rank (medians):", "", *_markdown_ranks(result)]
     if result.kernels:
@@ -177,7 +183,8 @@ def markdown(result: DiffResult) -> str:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    """Prints the report (or ``--json`` / ``--markdown``), warnings on stderr.
+    """Prints the report (or ``--json`` / ``--markdown``), warnings on stderr; writes
+    ``--html``.
 
     Returns:
         0 done, 3 with ``--fail-above`` when NEW is significantly slower by more than it,
@@ -192,6 +199,8 @@ def _diff(args: argparse.Namespace) -> int:
         result = diff(
             args.base, args.new, runs=args.runs, skip_first=args.skip_first, threads=args.threads
         )
+    if args.html:
+        write_html(result, args.html, headline(result))
     for w in caught:
         print(f"{PROG}: warning: {w.message}", file=sys.stderr)
     if args.json:
@@ -231,6 +240,11 @@ def add_parser(subparsers: Any) -> None:
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--markdown", action="store_true", help="print a pull-request comment")
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained HTML page (a waterfall of the change, the step times)",
+    )
     parser.add_argument(
         "--fail-above",
         type=_percent,

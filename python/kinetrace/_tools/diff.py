@@ -40,7 +40,8 @@ class StepComparison:
 
     ``verdict``: ``"slower"`` or ``"faster"`` when significant, ``"~"`` when not,
     ``"too few steps"`` when a side has fewer than :data:`MIN_STEPS` (then the figures
-    that need the test are None)."""
+    that need the test are None). ``base_step_us`` and ``new_step_us``: the samples
+    compared, in order (the ``--html`` page draws them)."""
 
     base_steps: int
     new_steps: int
@@ -53,6 +54,8 @@ class StepComparison:
     test: str | None
     significant: bool
     verdict: str
+    base_step_us: tuple[float, ...] = ()
+    new_step_us: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,10 +161,13 @@ def _side_steps(side: Sequence[Summary], skip_first: int) -> list[float]:
 def compare_steps(base: Sequence[float], new: Sequence[float]) -> StepComparison:
     """The verdict on two samples of step times (µs)."""
     nb, nn = len(base), len(new)
+    samples = (tuple(base), tuple(new))
     if min(nb, nn) < MIN_STEPS:
         mb = median(base) if base else None
         mn = median(new) if new else None
-        return StepComparison(nb, nn, mb, mn, None, None, None, None, None, False, "too few steps")
+        return StepComparison(
+            nb, nn, mb, mn, None, None, None, None, None, False, "too few steps", *samples
+        )
     mb, mn = median(base), median(new)
     change = 100 * (mn - mb) / mb if mb else 0.0
     lo, hi = bootstrap_change_ci(base, new, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED)
@@ -169,7 +175,7 @@ def compare_steps(base: Sequence[float], new: Sequence[float]) -> StepComparison
     significant = test.p_value < ALPHA and (lo > 0 or hi < 0)
     verdict = "~" if not significant else ("slower" if change > 0 else "faster")
     return StepComparison(
-        nb, nn, mb, mn, change, lo, hi, test.p_value, test.method, significant, verdict
+        nb, nn, mb, mn, change, lo, hi, test.p_value, test.method, significant, verdict, *samples
     )
 
 
