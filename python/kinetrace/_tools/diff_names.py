@@ -65,21 +65,21 @@ def family(name: str) -> str:
       and with them ``__launch_bounds__(...)``'s values; the word itself removed too);
     - inside ``<...>``, every number made ``#`` (template values: vector widths, block and
       tile sizes), types and functors kept (``foo<float>`` and ``foo<half>`` differ);
+    - surrounding spaces removed;
+    - trailing ``_N``, ``_0x...`` and hex-hash (8 or more hex digits, one a digit at least)
+      suffixes removed (``triton_poi_fused_add_0`` and ``_1``);
     - tile sizes anywhere made ``#x#`` (``ampere_sgemm_128x64_nn`` and ``_64x64_nn``: one
-      GEMM family, the tile a cuBLAS heuristic's choice);
-    - trailing ``_N``, ``_0x...`` and hex-hash (8 or more hex digits) suffixes removed
-      (``triton_poi_fused_add_0`` and ``_1``);
-    - surrounding spaces removed.
+      GEMM family, the tile a cuBLAS heuristic's choice).
     """
-    key = _scan(name).replace("__launch_bounds__", "")
-    key = _TILE.sub("#x#", key).strip()
+    key = _scan(name).replace("__launch_bounds__", "").strip()
     end = len(key)
     while True:
         i = key.rfind("_", 0, end)  # looks only at the last token: linear over all tokens
         if i <= 0 or not _is_suffix(key[i + 1 : end]):
             break
         end = i
-    return key[:end].rstrip("_") or key
+    # Suffixes first: a hex literal (``_0x1f``) is no tile size.
+    return _TILE.sub("#x#", key[:end].rstrip("_") or key)
 
 
 def pair_renames(

@@ -7,7 +7,6 @@ parallel with the GIL released.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field

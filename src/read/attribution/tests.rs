@@ -125,7 +125,10 @@ fn groups_sum_self_and_own_gpu_time_with_the_top_kernel() {
     let a = attributed(TRACE);
     let found = groups::groups(&a);
     let addmm = found.iter().find(|g| g.name == "aten::addmm").unwrap();
-    assert_eq!((addmm.count, addmm.self_ns, addmm.gpu_ns), (1, 50_000, 15_000));
+    assert_eq!(
+        (addmm.count, addmm.self_ns, addmm.gpu_ns),
+        (1, 50_000, 15_000)
+    );
     assert_eq!(addmm.input_type, "[\"float\"]");
     // k1 ran 10.5 µs, k2 10 µs.
     assert_eq!(addmm.top_kernel, Some(("k1".to_string(), 10_500)));
