@@ -17,6 +17,7 @@ import kinetrace
 from kinetrace._cli import status
 from kinetrace._cli.diff import WIDTH
 from kinetrace._tools.diff_names import family, pair_renames
+from kinetrace._tools.summary import SummaryWarning
 from support.cli import run
 
 #: Profiles per side and recorded steps in each.
@@ -88,6 +89,17 @@ def test_a_trace_against_itself_changes_no_operator(profiles):
     ops = kinetrace.diff(base, base, runs=True).operators
     assert ops and all(o.change_us == 0 and o.status == "" for o in ops)
     assert all(o.base_self_us == o.new_self_us for o in ops)
+
+
+def test_a_damaged_trace_gives_its_operators_up_to_the_damage(profiles, tmp_path):
+    """``summarize`` warns and reads as far as it can; the operators' pass reads as far."""
+    base, _ = profiles
+    text = (base / "run0.json").read_bytes()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(text[: len(text) * 2 // 3])
+    with pytest.warns(SummaryWarning, match="cut.json"):
+        ops = kinetrace.diff(cut, cut).operators
+    assert ops and all(o.change_us == 0 for o in ops)
 
 
 # --- own GPU time and self time, on a trace made by hand ----------------------------------

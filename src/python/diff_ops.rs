@@ -8,16 +8,18 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::interrupt::detached;
-use crate::read::attribution::attribute;
+use crate::read::attribution::attribute_as_far_as_it_reads;
 use crate::read::attribution::groups::groups;
 use crate::read::events::ReadOptions;
 
 /// The operator groups of the trace at `path`, in order of first instance: dicts with the
-/// fields of `_OperatorGroup` in `_kinetrace.pyi`.
+/// fields of `_OperatorGroup` in `_kinetrace.pyi`. A trace damaged after some events gives
+/// those up to the damage, as `summarize` (which `diff` runs first, and warns) reads it.
 #[pyfunction]
 fn diff_operators<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyList>> {
     let found = detached(py, |interrupted| {
-        let a = attribute(&path, ReadOptions::default(), &mut |_| interrupted())?;
+        let a =
+            attribute_as_far_as_it_reads(&path, ReadOptions::default(), &mut |_| interrupted())?;
         Ok::<_, crate::error::Error>(groups(&a))
     })?;
     let out = PyList::empty(py);

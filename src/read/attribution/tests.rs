@@ -136,3 +136,15 @@ fn groups_sum_self_and_own_gpu_time_with_the_top_kernel() {
     assert_eq!((linear.gpu_ns, linear.top_kernel.clone()), (0, None));
     assert_eq!(linear.input_dims, "[[2, 3]]");
 }
+
+#[test]
+fn a_damaged_trace_attributes_as_far_as_it_reads() {
+    let scratch = crate::testing::scratch("attribution-damaged");
+    let path = scratch.join("t.json");
+    let cut = TRACE.find("aten::bleeds").unwrap();
+    std::fs::write(&path, &TRACE[..cut]).unwrap();
+    assert!(attribute(&path, ReadOptions::default(), &mut |_| Ok(())).is_err());
+    let a = attribute_as_far_as_it_reads(&path, ReadOptions::default(), &mut |_| Ok(())).unwrap();
+    assert_eq!(op(&a, "aten::addmm").own_gpu.len(), 2);
+    assert!(a.ops.iter().all(|o| a.name(o) != "graphed"));
+}
