@@ -107,14 +107,6 @@ DEV = ("-r", "requirements-dev.txt", "-r", "requirements-consumers-deps.txt")
 BUILD = ("-r", "requirements-build.txt")
 
 
-def _torch_pin() -> str:
-    """The ``torch==`` line of requirements-dev.txt: the one torch pin of the main suite."""
-    for line in (ROOT / "requirements-dev.txt").read_text().splitlines():
-        if line.startswith("torch=="):
-            return line.strip()
-    raise RuntimeError("requirements-dev.txt pins no torch (a line torch==X.Y.Z)")
-
-
 #: Debian packages the Catapult tests load traces with (tests/support/catapult.py):
 #: headless Chromium and the Web Components v0 polyfill its trace viewer's Polymer code needs.
 BROWSER_PACKAGES = ("chromium-headless-shell", "libjs-webcomponentsjs-custom-element-v0")
@@ -128,10 +120,51 @@ JAVA_PACKAGES = ("openjdk-17-jre-headless",)
 REQUIRE_EVERYTHING = {"KINETRACE_REQUIRE_CATAPULT": "1", "KINETRACE_REQUIRE_CONSUMERS": "1"}
 
 
+#: Test tools PyPI ships only as source: built into a wheel once, in ``$KINETRACE_CACHE/wheels``,
+#: and installed from there (``--find-links``). Left to uv, pyspark's 450 MB source is fetched
+#: and built again for every new venv wherever the index's answers carry no validators (uv
+#: revalidates, hears "modified"): 37 s and a new 1.4 GB cache entry each time, which filled
+#: this machine's disk after ~30 runs.
+SOURCE_ONLY = ("pyspark",)
+
+
+def _requirement(name: str) -> str:
+    """The line of requirements-dev.txt that pins ``name`` exactly (without its comment):
+    ``torch==`` is the one torch pin of the main suite."""
+    for line in (ROOT / "requirements-dev.txt").read_text().splitlines():
+        spec = line.split("#", 1)[0].strip()
+        if spec.startswith(f"{name}=="):
+            return spec
+    raise RuntimeError(f"requirements-dev.txt pins no {name} (a line {name}==X.Y.Z)")
+
+
+def _source_only_wheels(session: nox.Session) -> Path:
+    """The folder holding a wheel for each :data:`SOURCE_ONLY` pin, built where missing (by
+    pip, in nox's own environment: uv has no command that builds a requirement)."""
+    wheels = CACHE / "wheels"
+    for name in SOURCE_ONLY:
+        version = _requirement(name).split("==", 1)[1]
+        if any(wheels.glob(f"{name}-{version}-*.whl")):
+            continue
+        # Built aside and moved in whole: a run beside this one never sees half a wheel.
+        building = CACHE / f"wheels.building.{os.getpid()}"
+        shutil.rmtree(building, ignore_errors=True)
+        session.log(f"building a wheel of {name}=={version} once, into {wheels}")
+        session.run(
+            sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-cache-dir",
+            "-w", str(building), f"{name}=={version}", external=True,
+        )  # fmt: skip
+        wheels.mkdir(parents=True, exist_ok=True)
+        for built in building.glob("*.whl"):
+            os.replace(built, wheels / built.name)
+        shutil.rmtree(building, ignore_errors=True)
+    return wheels
+
+
 def _install_dev(session: nox.Session) -> None:
     """torch and the test tools; the trace consumers with --no-deps (their own pins would
     move torch). Never system packages: the browser is the ``suite`` session's alone."""
-    session.install(*DEV)
+    session.install("--find-links", str(_source_only_wheels(session)), *DEV)
     session.install("--no-deps", "-r", "requirements-consumers.txt")
 
 
@@ -419,6 +452,6 @@ def demo(session: nox.Session) -> None:
     It needs what it shows and nothing more: torch and the release wheel of this tree (the
     ``wheel`` session builds it unless dist/ has it already), and numpy, whose absence torch
     warns about on import."""
-    session.install(_torch_pin(), "numpy")
+    session.install(_requirement("torch"), "numpy")
     _install_suite_wheel(session)
     session.run("python", "-m", "kinetrace", "demo", *session.posargs)

@@ -41,6 +41,23 @@ export HYPOTHESIS_PROFILE=ci
 export KINETRACE_ALLOWED_SKIPS="$ROOT/tests/allowed-skips.txt"
 export KINETRACE_REQUIRE_REAL_TRACES=1
 
+# need_space DIR GB: fails now, naming DIR, where its disk has less than GB free; a full disk
+# otherwise shows as one test's ENOSPC half an hour in. Measured peaks of a run on one disk:
+# ~6 GB written beyond the caches (the slow set's 1 GB traces and their outputs, the fresh
+# demo's build), plus ~20 GB of downloads when uv's cache is empty.
+need_space() {
+  local free
+  free=$(df -Pk "$1" | awk 'NR == 2 { print int($4 / 1048576) }')
+  log "free space: $free GB where $1 is"
+  if [ "$free" -lt "$2" ]; then
+    echo "test.sh: $1 has $free GB free; a run needs at least $2 GB there" \
+      "(KINETRACE_MIN_FREE_GB overrides; uv's cache: $UV cache prune)" >&2
+    exit 1
+  fi
+}
+need_space "${TMPDIR:-/tmp}" "${KINETRACE_MIN_FREE_GB:-10}"
+need_space "$CACHE" "${KINETRACE_MIN_FREE_GB:-10}"
+
 RUN_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/kinetrace-test.XXXXXX")
 RUN_START=$(date +%s)
 declare -A LANE_PID=() LANE_START=()
@@ -108,6 +125,9 @@ finish() {
   done
   print_times
   rm -rf "$RUN_LOGS"
+  # What no venv uses any more leaves uv's shared cache (it waits for, or skips, entries a
+  # run beside this one holds): the cache only grows by what later runs reuse.
+  timeout 120 "$UV" cache prune -q || log "uv cache prune did not finish; the cache is as it was"
   exit "$status"
 }
 trap finish EXIT

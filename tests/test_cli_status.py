@@ -37,7 +37,7 @@ TOOLS: dict[str, tuple[Callable[[Path, Path], list[str | Path]], str]] = {
     "summary": (lambda src, out: ["summary", src, "--html", out / "s.html"], "summarize"),
     "diff": (lambda src, out: ["diff", src, src], "diff"),
     "parquet": (lambda src, out: ["parquet", src, "-o", out / "ds"], "to_parquet"),
-    "ops": (lambda src, out: ["ops", src], "ops"),
+    "ops": (lambda src, out: ["ops", src, "--html", out / "o.html"], "ops"),
 }
 
 EVENTS = [
@@ -84,7 +84,7 @@ def test_check_findings_fail(tmp_path):
     assert run("check", "--strict", src) == status.FAILED
 
 
-@pytest.mark.parametrize("tool", [tool for tool in TOOLS if tool not in ("check", "diff", "ops")])
+@pytest.mark.parametrize("tool", [tool for tool in TOOLS if tool not in ("check", "diff")])
 def test_unwritable_output_fails(tool, trace, tmp_path, capsys):
     """The output cannot be written (its folder is a file): a failure, not an unreadable
     input."""

@@ -161,9 +161,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Build:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One Spark session for the test session (it takes seconds to start)."""
-    session = sql.start_spark()
+    session = sql.start_spark(tmp_path_factory.mktemp("spark"))
     yield session
     sql.stop_spark(session)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import subprocess
 import warnings
 from dataclasses import astuple
 from decimal import Decimal
@@ -20,7 +19,7 @@ import pytest
 
 import kinetrace
 from kinetrace import KernelStats, StreamIdle, TemporalBreakdown, _kinetrace
-from support import catapult
+from support import chromium
 from support.cli import run
 from support.real import REAL_DIR, REAL_TRACES, real_params, require_real
 
@@ -621,66 +620,37 @@ def test_each_figure_has_one_name_from_rust_to_json(
     assert set(idle) == set(StreamIdle.__dataclass_fields__)
 
 
-_HARNESS = """<script>
-window.__errors = [];
-window.addEventListener('error', function (e) { window.__errors.push(String(e.message)); });
-const origError = console.error;
-console.error = function () { window.__errors.push(Array.from(arguments).join(' ')); };
-</script>"""
-
-_PROBE = """<script>
-(function () {
-  const out = document.createElement('pre');
-  out.id = 'kinetrace-probe';
-  const svgs = Array.from(document.querySelectorAll('svg'));
-  const bad = svgs.filter(function (s) { return s.namespaceURI !== 'http://www.w3.org/2000/svg'; });
-  out.textContent = JSON.stringify({errors: window.__errors, svgs: svgs.length, bad: bad.length,
-    rects: document.querySelectorAll('svg rect').length,
-    widths: Array.from(document.querySelectorAll('svg rect')).every(function (r) {
-      return r.width.baseVal.value >= 0;
-    }),
-    // Every label drawn whole inside its chart: the text boxes the browser measured.
-    clipped: Array.from(document.querySelectorAll('svg text')).filter(function (t) {
-      const box = t.getBBox(), svg = t.ownerSVGElement;
-      return box.x < 0 || box.x + box.width > svg.width.baseVal.value;
-    }).map(function (t) { return t.textContent; }),
-    cut: Array.from(document.querySelectorAll('svg text.label')).filter(function (t) {
-      const title = t.querySelector('title');
-      return title && t.textContent.endsWith('\u2026') &&
-        t.textContent.slice(title.textContent.length, -1) !== '' &&
-        title.textContent.startsWith(t.textContent.slice(title.textContent.length, -1));
-    }).length});
-  document.body.appendChild(out);
-})();
-</script>"""
+#: What the summary page's probe measures once Chromium has drawn it.
+_PROBE = """{
+  svgs: document.querySelectorAll('svg').length,
+  bad: Array.from(document.querySelectorAll('svg')).filter(function (s) {
+    return s.namespaceURI !== 'http://www.w3.org/2000/svg'; }).length,
+  rects: document.querySelectorAll('svg rect').length,
+  widths: Array.from(document.querySelectorAll('svg rect')).every(function (r) {
+    return r.width.baseVal.value >= 0;
+  }),
+  // Every label drawn whole inside its chart: the text boxes the browser measured.
+  clipped: Array.from(document.querySelectorAll('svg text')).filter(function (t) {
+    const box = t.getBBox(), svg = t.ownerSVGElement;
+    return box.x < 0 || box.x + box.width > svg.width.baseVal.value;
+  }).map(function (t) { return t.textContent; }),
+  cut: Array.from(document.querySelectorAll('svg text.label')).filter(function (t) {
+    const title = t.querySelector('title');
+    return title && t.textContent.endsWith('\u2026') &&
+      t.textContent.slice(title.textContent.length, -1) !== '' &&
+      title.textContent.startsWith(t.textContent.slice(title.textContent.length, -1));
+  }).length}"""
 
 
 def test_html_page_loads_in_chromium(tmp_path: Path) -> None:
     require_real()
-    browser = catapult.browser()
-    if browser is None:
-        if catapult.os.environ.get("KINETRACE_REQUIRE_CATAPULT"):
-            pytest.fail("KINETRACE_REQUIRE_CATAPULT is set but there is no Chromium")
-        pytest.skip("no Chromium (Debian: apt-get install chromium-headless-shell)")
+    browser = chromium.require_browser()
     page = tmp_path / "summary.html"
     assert run("summary", REAL_DIR / "param" / "dlrm_kineto", "--html", page) == 0
     text = page.read_text(encoding="utf-8")
     assert "<script" not in text and "http://" not in text.replace("http://www.w3.org/2000/svg", "")
-    probe = tmp_path / "probe.html"
-    probe.write_text(
-        text.replace("<head>", "<head>" + _HARNESS, 1).replace("</body>", _PROBE + "</body>")
-    )
-    done = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", probe.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    start = done.stdout.index('<pre id="kinetrace-probe">') + len('<pre id="kinetrace-probe">')
-    result = json.loads(
-        catapult.html.unescape(done.stdout[start : done.stdout.index("</pre>", start)])
-    )
-    assert result["errors"] == []
+    result = chromium.load(browser, text, tmp_path, _PROBE)
+    assert result["errors"] == [] and result["resources"] == []
     assert result["svgs"] == 3 and result["bad"] == 0 and result["widths"]
     assert result["clipped"] == [], result["clipped"]
     # The DLRM ranks' NCCL kernel names are longer than the label room: cut with an

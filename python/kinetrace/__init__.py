@@ -41,6 +41,7 @@ from kinetrace._tools.merge import (
     merge_traces,
 )
 from kinetrace._tools.ops import GpuPeaks, OpGroup, OpRow, OpsReport, ops
+from kinetrace._tools.ops_html import write_ops_html
 from kinetrace._tools.parquet import ParquetRank, ParquetResult, to_parquet
 from kinetrace._tools.repair import Change, RepairReport, repair_trace
 from kinetrace._tools.split import FilterResult, Keep, Part, SplitResult, filter_trace, split_trace
@@ -158,4 +159,5 @@ __all__ = [
     "to_parquet",
     "uninstall",
     "wait",
+    "write_ops_html",
 ]

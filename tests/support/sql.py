@@ -129,10 +129,11 @@ def _unavailable(reason: str) -> NoReturn:
 _PYSPARK = (4, 2)
 
 
-def start_spark() -> SparkSession:
+def start_spark(scratch: Path) -> SparkSession:
     """A Spark session in local mode for the whole test session (end it with
     :func:`stop_spark`): two cores, two shuffle partitions (the default, 200, is for
-    clusters), no web UI."""
+    clusters), no web UI, its warehouse and scratch files in ``scratch`` (Spark's defaults
+    are folders in the working directory and /tmp, left behind)."""
     if shutil.which("java") is None:
         _unavailable("no java on PATH for Spark (Debian: apt-get install openjdk-17-jre-headless)")
     version = consumer("pyspark").__version__
@@ -147,6 +148,8 @@ def start_spark() -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
+        .config("spark.local.dir", str(scratch / "local"))
         # Local mode needs no network: the driver listens on the loopback only.
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")

@@ -1,6 +1,6 @@
-"""``kinetrace ops PATH [--rules exact|tracelens] [--gpu NAME] [--top N] [--json]``: how
-close each operator's GPU time came to the GPU's roofline, the groups that could save the
-most time first."""
+"""``kinetrace ops PATH [--rules exact|tracelens] [--gpu NAME] [--top N] [--json] [--html
+FILE]``: how close each operator's GPU time came to the GPU's roofline, the groups that
+could save the most time first."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from kinetrace._cli.args import int_in_range
 from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import duration
 from kinetrace._tools.ops import OpGroup, OpsReport, gpu_keys, known_gpu, ops
+from kinetrace._tools.ops_html import gpu_line, shapes_text, write_ops_html
 
 __all__ = ["WIDTH", "add_parser", "cmd_ops", "report"]
 
@@ -32,18 +33,6 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _dims(text: str | None) -> str:
-    if text is None:
-        return "-"
-    try:
-        shapes = [s for s in json.loads(text) if s != []]
-    except ValueError:
-        return text
-    return "".join(
-        f"({','.join(str(d) for d in s)})" if isinstance(s, list) else "" for s in shapes
-    )
-
-
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
@@ -52,7 +41,7 @@ def _group_line(g: OpGroup) -> str:
     name = g.name + (" (bwd)" if g.bwd else "")
     cells = [
         _cut(name, NAME).ljust(NAME),
-        _cut(_dims(g.input_dims), 22).ljust(22),
+        _cut(shapes_text(g.input_dims), 22).ljust(22),
         f"{g.count:>6,}",
         f"{duration(g.time_us):>10}",
         f"{'-' if g.saveable_us is None else duration(g.saveable_us):>10}",
@@ -62,13 +51,6 @@ def _group_line(g: OpGroup) -> str:
         f"{g.bound or '-':<7}",
     ]
     return " ".join(cells).rstrip()
-
-
-def _gpu_line(found: OpsReport) -> str:
-    if found.gpu is None:
-        return "GPU: none"
-    where = "--gpu" if found.gpu_from == "--gpu" else f"deviceProperties {found.device_name!r}"
-    return f"GPU: {found.gpu['label']} ({found.gpu['key']}, from {where})"
 
 
 def report(found: OpsReport, top: int) -> str:
@@ -81,7 +63,7 @@ def report(found: OpsReport, top: int) -> str:
         f"{len(found.rows):,} operator rows in {len(found.groups):,} groups "
         f"({found.rules} rules, read in {found.seconds:.2f} s)",
         f"GPU time {duration(time_us)}, {saveable}",
-        *textwrap.wrap(_gpu_line(found), WIDTH, subsequent_indent="  "),
+        *textwrap.wrap(gpu_line(found), WIDTH, subsequent_indent="  "),
     ]
     if found.note:
         lines += textwrap.wrap(f"note: {found.note}", WIDTH, subsequent_indent="  ")
@@ -96,7 +78,7 @@ def report(found: OpsReport, top: int) -> str:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    """Prints the report (or ``--json``).
+    """Prints the report (or ``--json``); writes ``--html``.
 
     Returns:
         0 on success, 1 when the file is not a trace, 2 when it cannot be read
@@ -107,6 +89,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 def _ops(args: argparse.Namespace) -> int:
     found = ops(args.path, rules=args.rules, gpu=args.gpu)
+    if args.html:
+        write_ops_html(found, args.html)
     if args.json:
         print(json.dumps(found.to_json(), indent=1))
     else:
@@ -151,4 +135,9 @@ def add_parser(subparsers: Any) -> None:
         help="groups the table lists, 1-10000 (default 10)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained HTML page: the roofline chart and the groups",
+    )
     parser.set_defaults(func=cmd_ops)

@@ -5,13 +5,14 @@ activities, and step time per rank as a heat map."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from html import escape
 
 from kinetrace import _kinetrace
 from kinetrace._text import duration
 from kinetrace._tools.summary import RankSummary, Summary, top_kernels
 
-__all__ = ["render_html", "write_html"]
+__all__ = ["SVG_NS", "render_html", "write_atomically", "write_html"]
 
 #: Colours of compute, non-compute and idle time.
 COLOURS = ("#3b7dd8", "#e8a33d", "#c9ccd1")
@@ -162,16 +163,22 @@ def render_html(summary: Summary) -> str:
 
 
 def write_html(summary: Summary, path: str | os.PathLike[str]) -> None:
-    """Writes the page at ``path`` through a temporary file beside it, named as every
-    temporary is (``docs/security.md``): an existing file is replaced only by a complete
-    page, and the temporary of a run killed outright is removed by the next run there."""
+    """Writes the page at ``path`` (:func:`write_atomically`)."""
+    write_atomically(path, lambda: render_html(summary))
+
+
+def write_atomically(path: str | os.PathLike[str], render: Callable[[], str]) -> None:
+    """Writes the text ``render()`` returns at ``path`` through a temporary file beside it,
+    named as every temporary is (``docs/security.md``): an existing file is replaced only by
+    a complete page, and the temporary of a run killed outright is removed by the next run
+    there. ``render`` runs once the temporary exists (``ops --html``'s page uses it too)."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.fsdecode(_kinetrace.create_temporary(directory, os.path.basename(path)))
     try:
         # The file create_temporary made, never a link put in its place since.
         fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
         with open(fd, "w", encoding="utf-8") as f:
-            f.write(render_html(summary))
+            f.write(render())
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
