@@ -6,7 +6,7 @@
 //! - `python` (feature `python`): the bindings, the crate's only entry point (`_Exporter` and
 //!   the module in `mod.rs`), one file per tool family:
 //!   `python::{reader, fallback, gzip_writer, check, repair, compress, split, merge, summary,
-//!   parquet, ops}`,
+//!   parquet, ops, diff_ops}`,
 //!   with `python::interrupt` (the one way a binding waits) and `python::errors` (error to
 //!   exception).
 //! - `tools`: the tools over existing trace files: `tools::check` (trace rules),
@@ -39,7 +39,7 @@
 //!   `read::intervals` (unions of
 //!   intervals, ns or float µs: summary's figures and attribution's busy time),
 //!   `read::attribution` (the GPU work each CPU operator owns:
-//!   `read::attribution::{collect, tree, tests}`, for `ops` and `diff`).
+//!   `read::attribution::{collect, tree, groups, tests}`, for `ops` and `diff`).
 //! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast
 //!   path over text in memory), `json::tolerant` (the tolerant reader of `repair`),
 //!   `json::render` (numbers and strings), `json::object` (members of an object's text),

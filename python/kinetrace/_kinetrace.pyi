@@ -24,6 +24,7 @@ __all__ = [
     "common_type",
     "create_temporary",
     "create_temporary_dir",
+    "diff_operators",
     "filter_trace",
     "merge_traces",
     "ops",
@@ -413,6 +414,18 @@ class _OpsFound(TypedDict):
 def ops(path: str, rules: str, gpu: str | None = None) -> _OpsFound: ...
 def ops_gpu(name: str) -> _GpuPeaks | None: ...
 def ops_gpu_keys() -> list[str]: ...
+
+class _OperatorGroup(TypedDict):
+    name: str
+    input_dims: str
+    input_type: str
+    count: int
+    self_ns: int
+    gpu_ns: int
+    top_kernel: str | None
+    top_kernel_ns: int | None
+
+def diff_operators(path: str | PathLike[str]) -> list[_OperatorGroup]: ...
 
 class _ParquetRank(TypedDict):
     source: str

@@ -3,6 +3,7 @@
 
 mod check;
 mod compress;
+mod diff_ops;
 mod errors;
 mod fallback;
 mod gzip_writer;
@@ -508,6 +509,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     merge::register(m)?;
     summary::register(m)?;
     ops::register(m)?;
+    diff_ops::register(m)?;
     parquet::register(m)?;
     reader::register(m)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;

@@ -90,15 +90,38 @@ def _breakdown_rows(result: DiffResult) -> list[str]:
     return lines
 
 
+def _label(status: str, name: str, new_name: str) -> str:
+    """A row's name: with its status, and for a rename both names."""
+    if status == "renamed":
+        return f"(renamed) {name} => {new_name}"
+    return f"({status}) {name}" if status else name
+
+
 def _kernel_rows(result: DiffResult) -> list[str]:
     lines = [f"{'change/step':>12}  {'BASE/step':>11}  {'NEW/step':>11}  {'count/step':>15}  name"]
     for k in result.kernels[:TOP]:
         counts = f"{k.base_count:.3g}->{k.new_count:.3g}"
-        name = f"({k.status}) {k.name}" if k.status else k.name
+        name = _label(k.status, k.name, k.new_name)
         row = (
             f"{_signed(k.change_us):>12}  {duration(k.base_us):>11}  {duration(k.new_us):>11}  "
             f"{counts:>15}  "
         )
+        room = WIDTH - len(row)
+        lines.append(row + (name if len(name) <= room else name[: room - 3] + "..."))
+    return lines
+
+
+def _operator_rows(result: DiffResult) -> list[str]:
+    lines = [
+        f"{'change/step':>12}  {'self CPU':>11}  {'own GPU':>11}  {'count/step':>15}  operator"
+    ]
+    for o in result.operators[:TOP]:
+        counts = f"{o.base_count:.3g}->{o.new_count:.3g}"
+        cpu = _signed(o.new_self_us - o.base_self_us)
+        gpu = _signed(o.new_gpu_us - o.base_gpu_us)
+        name = _label(o.status, o.name, o.new_name)
+        name += f" {o.input_dims}" if o.input_dims and o.input_dims != "[]" else ""
+        row = f"{_signed(o.change_us):>12}  {cpu:>11}  {gpu:>11}  {counts:>15}  "
         room = WIDTH - len(row)
         lines.append(row + (name if len(name) <= room else name[: room - 3] + "..."))
     return lines
@@ -127,6 +150,9 @@ def report(result: DiffResult) -> str:
         lines += ["", "GPU time per step, per rank:", *_breakdown_rows(result)]
     if result.kernels:
         lines += ["", f"GPU activities, largest change first (top {TOP}):", *_kernel_rows(result)]
+    if result.operators:
+        title = f"Operators per step, self CPU + own GPU time, largest change first (top {TOP}):"
+        lines += ["", title, *_operator_rows(result)]
     return "\n".join(lines)
 
 
@@ -149,11 +175,34 @@ def _markdown_ranks(result: DiffResult) -> list[str]:
 def _markdown_kernels(result: DiffResult) -> list[str]:
     lines = ["| change/step | BASE/step | NEW/step | GPU activity |", "|---:|---:|---:|---|"]
     for k in result.kernels[:TOP]:
-        name = k.name.replace("|", "\\|").replace("`", "'")[:120]
-        status = f"({k.status}) " if k.status else ""
         lines.append(
             f"| {_signed(k.change_us)} | {duration(k.base_us)} | {duration(k.new_us)} | "
-            f"{status}`{name}` |"
+            f"{_md_name(k.status, k.name, k.new_name)} |"
+        )
+    return lines
+
+
+def _md_name(status: str, name: str, new_name: str) -> str:
+    def code(text: str) -> str:
+        return "`" + text.replace("|", "\\|").replace("`", "'")[:120] + "`"
+
+    if status == "renamed":
+        return f"(renamed) {code(name)} => {code(new_name)}"
+    return f"({status}) {code(name)}" if status else code(name)
+
+
+def _markdown_operators(result: DiffResult) -> list[str]:
+    lines = [
+        "| change/step | self CPU | own GPU | operator | Input Dims |",
+        "|---:|---:|---:|---|---|",
+    ]
+    for o in result.operators[:TOP]:
+        cpu = _signed(o.new_self_us - o.base_self_us)
+        gpu = _signed(o.new_gpu_us - o.base_gpu_us)
+        dims = o.input_dims.replace("|", "\\|")[:80]
+        lines.append(
+            f"| {_signed(o.change_us)} | {cpu} | {gpu} | "
+            f"{_md_name(o.status, o.name, o.new_name)} | {dims} |"
         )
     return lines
 
@@ -175,6 +224,13 @@ def markdown(result: DiffResult) -> str:
             "GPU activities per step, largest change first:",
             "",
             *_markdown_kernels(result),
+        ]
+    if result.operators:
+        lines += [
+            "",
+            "Operators per step (self CPU + own GPU), largest change first:",
+            "",
+            *_markdown_operators(result),
         ]
     if len(lines) > MARKDOWN_LINES:
         cut = len(lines) - MARKDOWN_LINES + 1

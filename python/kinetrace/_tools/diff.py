@@ -4,7 +4,9 @@ Both sides are read by :func:`kinetrace.summarize` (one streaming pass per file,
 parallel); the comparison is over its figures: each ``ProfilerStep#N`` a sample of the
 step time (per rank, and for the job the slowest rank of each step), medians, a bootstrap
 interval and a Mann-Whitney p-value (:mod:`kinetrace._tools.diff_stats`), then where the
-time went per step: the temporal breakdown per rank, GPU activities by name and by type.
+time went per step: the temporal breakdown per rank, GPU activities by name and by type,
+and operators (:mod:`kinetrace._tools.diff_ops`, a second pass per file); names renamed
+between builds are paired (:mod:`kinetrace._tools.diff_names`).
 """
 
 from __future__ import annotations
@@ -15,12 +17,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kinetrace._env import require_in_range
+from kinetrace._env import available_cpus, require_in_range
+from kinetrace._tools.diff_names import family, pair_renames
+from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_operators
 from kinetrace._tools.diff_stats import bootstrap_change_ci, mann_whitney, median
 from kinetrace._tools.sources import TRACE_SUFFIXES, trace_files
 from kinetrace._tools.summary import RankSummary, Summary, summarize
 
-__all__ = ["DiffResult", "FigureChange", "KernelChange", "RankDiff", "StepComparison", "diff"]
+__all__ = [
+    "DiffResult",
+    "FigureChange",
+    "KernelChange",
+    "OperatorChange",
+    "RankDiff",
+    "StepComparison",
+    "diff",
+]
 
 Paths = str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
 
@@ -71,7 +83,8 @@ class FigureChange:
 @dataclass(frozen=True)
 class KernelChange:
     """A GPU activity name per step on each side (count and µs, the mean over the side's
-    ranks); ``status`` ``"new"`` (only in NEW), ``"gone"`` (only in BASE) or ``""``."""
+    ranks); ``status`` ``"new"`` (only in NEW), ``"gone"`` (only in BASE), ``"renamed"``
+    (``name`` BASE's, ``new_name`` NEW's: ``docs/diff.md``) or ``""``."""
 
     name: str
     type: str
@@ -81,6 +94,7 @@ class KernelChange:
     new_us: float
     change_us: float
     status: str
+    new_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,7 @@ class DiffResult:
     new_only_ranks: tuple[int, ...]
     kernels: tuple[KernelChange, ...]
     kernel_types: tuple[FigureChange, ...]
+    operators: tuple[OperatorChange, ...]
     seconds: float
 
     def regression(self, fail_above_pct: float) -> bool:
@@ -223,12 +238,34 @@ def _kernel_side(side: Sequence[Summary]) -> dict[str, tuple[str, float, float]]
 def kernel_changes(base: Sequence[Summary], new: Sequence[Summary]) -> tuple[KernelChange, ...]:
     """Every GPU activity name of either side, the largest |change per step| first."""
     b, n = _kernel_side(base), _kernel_side(new)
+    # A name on one side only whose family the other side's one-sided name shares is the
+    # same kernel renamed between builds (docs/diff.md).
+    pairs = pair_renames(
+        {k: v[2] for k, v in b.items() if k not in n},
+        {k: v[2] for k, v in n.items() if k not in b},
+        key=family,
+    )
+    renamed = dict(pairs)
+    paired = set(renamed.values())
     rows = []
     for name in dict.fromkeys([*b, *n]):
+        if name in paired:
+            continue
+        other = renamed.get(name, name)
         bt, bc, bus = b.get(name, ("", 0.0, 0.0))
-        nt, nc, nus = n.get(name, ("", 0.0, 0.0))
-        status = "new" if name not in b else "gone" if name not in n else ""
-        rows.append(KernelChange(name, nt or bt, bc, nc, bus, nus, nus - bus, status))
+        nt, nc, nus = n.get(other, ("", 0.0, 0.0))
+        status = (
+            "renamed"
+            if other != name
+            else "new"
+            if name not in b
+            else "gone"
+            if name not in n
+            else ""
+        )
+        rows.append(
+            KernelChange(name, nt or bt, bc, nc, bus, nus, nus - bus, status, renamed.get(name, ""))
+        )
     return tuple(sorted(rows, key=lambda k: (-abs(k.change_us), k.name)))
 
 
@@ -322,6 +359,9 @@ def diff(
     start = time.perf_counter()
     b = [summarize(trace_files(run, tool="diff"), threads=threads) for run in run_paths(base, runs)]
     n = [summarize(trace_files(run, tool="diff"), threads=threads) for run in run_paths(new, runs)]
+    # A second pass per file, both sides' files at once: the operators (docs/diff.md).
+    sources = [r.source for run in (*b, *n) for r in run.ranks]
+    groups = read_operators(sources, available_cpus() if threads is None else threads)
     pairs = rank_pairs(b, n)
     b_ranks, n_ranks = _by_rank(b), _by_rank(n)
     return DiffResult(
@@ -336,5 +376,6 @@ def diff(
         new_only_ranks=tuple(sorted(set(n_ranks) - {y for _, y in pairs})),
         kernels=kernel_changes(b, n),
         kernel_types=_type_changes(b, n),
+        operators=operator_changes(b, n, groups),
         seconds=time.perf_counter() - start,
     )

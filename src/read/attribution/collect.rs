@@ -48,6 +48,8 @@ pub(crate) struct HostEvent {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GpuEvent {
     pub(crate) uid: u64,
+    /// Index into the names (shared with the host events').
+    pub(crate) name: u32,
     pub(crate) thread: u32,
     /// Exact times in ns.
     pub(crate) start: i64,
@@ -237,9 +239,10 @@ impl Collected {
 
     fn gpu_event(&mut self, ev: &Event<'_>, start: i64, end: i64) {
         let args = read_args(ev.raw, false);
-        let thread = self.thread_id(ev.thread_key);
+        let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         self.gpu.push(GpuEvent {
             uid: ev.index,
+            name,
             thread,
             start,
             end,

@@ -9,6 +9,8 @@
 //!   (`cudaGraphLaunch` / `hipGraphLaunch`) owns every activity of its correlation;
 //! - an operator owns the GPU activities of every runtime call in its subtree, and its GPU
 //!   time is their busy time (the union of their intervals);
+//! - an operator's self time is its duration less its child operators' (clipped to it), and
+//!   its own GPU activities those of the runtime calls whose innermost operator it is;
 //! - a backward frame (`autograd::engine::evaluate_function: ...`) is linked to its forward
 //!   operator by `Sequence number`.
 //!
@@ -16,12 +18,13 @@
 //! `dur` too, for tools that reproduce a float-based reading. Shared by `ops` and `diff`.
 
 mod collect;
+pub(crate) mod groups;
 pub(crate) mod tree;
 
 use std::path::Path;
 
 use crate::error::Result;
-use crate::read::events::{read_trace_with, ReadOptions};
+use crate::read::events::{read_trace_with, scan_trace, ReadOptions};
 
 use collect::{Collected, HostEvent};
 pub(crate) use collect::{Device, GpuEvent, OpArgs};
@@ -34,12 +37,20 @@ pub(crate) struct Op {
     /// Index into [`Attribution::names`].
     pub(crate) name: u32,
     pub(crate) thread: u32,
-    /// Exact start, ns.
+    /// Exact start and end, ns.
     pub(crate) start: i64,
+    pub(crate) end: i64,
+    /// Its own CPU time (ns): its duration less that of the operators nested in it (on its
+    /// thread, each clipped to it).
+    pub(crate) self_ns: i64,
     /// The nearest enclosing operator (index into [`Attribution::ops`]).
     pub(crate) parent: Option<u32>,
     /// The GPU activities of its subtree (indices into [`Attribution::gpu`]), ascending.
     pub(crate) gpu: Vec<u32>,
+    /// Those it launched itself: of runtime calls whose innermost operator it is, so that
+    /// each activity is owned by exactly one operator (`aten::addmm`'s kernel is not
+    /// `aten::linear`'s too), ascending.
+    pub(crate) own_gpu: Vec<u32>,
     pub(crate) sequence: Option<i64>,
     pub(crate) args: OpArgs,
     /// Backward frames linked to it (indices into [`Attribution::ops`]).
@@ -56,8 +67,11 @@ impl Op {
             name: ev.name,
             thread: ev.thread,
             start: ev.start,
+            end: ev.end,
+            self_ns: ev.end - ev.start,
             parent: None,
             gpu: Vec::new(),
+            own_gpu: Vec::new(),
             sequence: ev.sequence,
             args: ev.args.take().map(|a| *a).unwrap_or_default(),
             backward: Vec::new(),
@@ -96,6 +110,18 @@ pub(crate) fn attribute(
 ) -> Result<Attribution> {
     let mut collected = Collected::default();
     read_trace_with(path, &mut collected, progress, options)?;
+    Ok(tree::build(collected))
+}
+
+/// [`attribute`] of a trace that may be damaged after some events: what it holds up to the
+/// damage (`diff` reads each file with `summary` first, which warns of it or refuses it).
+pub(crate) fn attribute_as_far_as_it_reads(
+    path: &Path,
+    options: ReadOptions,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<Attribution> {
+    let mut collected = Collected::default();
+    scan_trace(path, &mut collected, progress, options)?;
     Ok(tree::build(collected))
 }
 

@@ -101,3 +101,50 @@ fn device_properties_entries_are_read() {
     assert_eq!((found[1].id, found[1].sms), (Some(1), None));
     assert!(super::collect::devices_of(b"{}").is_empty());
 }
+
+#[test]
+fn self_time_is_the_duration_less_the_nested_operators() {
+    let a = attributed(TRACE);
+    // aten::linear [0, 100] holds addmm [10, 60] and bleeds [90, 100.5] (clipped at 100):
+    // 100 - 50 - 10 = 40 µs; overruns is out of the tree, so it takes nothing off.
+    assert_eq!(op(&a, "aten::linear").self_ns, 40_000);
+    assert_eq!(op(&a, "aten::addmm").self_ns, 50_000);
+    assert_eq!(op(&a, "aten::bleeds").self_ns, 10_500);
+}
+
+#[test]
+fn own_gpu_goes_to_the_innermost_operator_only() {
+    let a = attributed(TRACE);
+    assert_eq!(op(&a, "aten::addmm").own_gpu.len(), 2);
+    assert!(op(&a, "aten::linear").own_gpu.is_empty());
+    assert_eq!(op(&a, "graphed").own_gpu.len(), 2);
+}
+
+#[test]
+fn groups_sum_self_and_own_gpu_time_with_the_top_kernel() {
+    let a = attributed(TRACE);
+    let found = groups::groups(&a);
+    let addmm = found.iter().find(|g| g.name == "aten::addmm").unwrap();
+    assert_eq!(
+        (addmm.count, addmm.self_ns, addmm.gpu_ns),
+        (1, 50_000, 15_000)
+    );
+    assert_eq!(addmm.input_type, "[\"float\"]");
+    // k1 ran 10.5 µs, k2 10 µs.
+    assert_eq!(addmm.top_kernel, Some(("k1".to_string(), 10_500)));
+    let linear = found.iter().find(|g| g.name == "aten::linear").unwrap();
+    assert_eq!((linear.gpu_ns, linear.top_kernel.clone()), (0, None));
+    assert_eq!(linear.input_dims, "[[2, 3]]");
+}
+
+#[test]
+fn a_damaged_trace_attributes_as_far_as_it_reads() {
+    let scratch = crate::testing::scratch("attribution-damaged");
+    let path = scratch.join("t.json");
+    let cut = TRACE.find("aten::bleeds").unwrap();
+    std::fs::write(&path, &TRACE[..cut]).unwrap();
+    assert!(attribute(&path, ReadOptions::default(), &mut |_| Ok(())).is_err());
+    let a = attribute_as_far_as_it_reads(&path, ReadOptions::default(), &mut |_| Ok(())).unwrap();
+    assert_eq!(op(&a, "aten::addmm").own_gpu.len(), 2);
+    assert!(a.ops.iter().all(|o| a.name(o) != "graphed"));
+}

@@ -128,24 +128,49 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
         }
     }
     for (h, gpu) in launches {
-        let mut up = parent[h as usize];
+        let (mut up, mut innermost) = (parent[h as usize], true);
         while let Some(q) = up {
             if let Some(op) = ops.get_mut(op_of[q as usize] as usize) {
                 op.gpu.extend_from_slice(&gpu);
+                if innermost {
+                    op.own_gpu.extend_from_slice(&gpu);
+                    innermost = false;
+                }
             }
             up = parent[q as usize];
         }
     }
     for op in &mut ops {
-        op.gpu.sort_unstable();
-        op.gpu.dedup();
+        for list in [&mut op.gpu, &mut op.own_gpu] {
+            list.sort_unstable();
+            list.dedup();
+        }
     }
+    self_times(&mut ops);
     link_backward(&mut ops, &c.names);
     Attribution {
         names: c.names,
         ops,
         gpu: c.gpu,
         devices: c.devices,
+    }
+}
+
+/// Each operator's self time: its duration less its child operators' spans clipped to it
+/// (children nested on one thread never overlap each other: a later one starting inside
+/// an earlier one nests in it).
+fn self_times(ops: &mut [Op]) {
+    for i in 0..ops.len() {
+        let Some(p) = ops[i].parent else {
+            continue;
+        };
+        let (start, end) = (ops[i].start, ops[i].end);
+        let parent = &mut ops[p as usize];
+        let clipped = end.min(parent.end) - start.max(parent.start);
+        parent.self_ns -= clipped.max(0);
+    }
+    for op in ops.iter_mut() {
+        op.self_ns = op.self_ns.max(0);
     }
 }
 
