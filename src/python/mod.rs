@@ -3,6 +3,7 @@
 
 mod check;
 mod compress;
+mod diff;
 mod errors;
 mod fallback;
 mod gzip_writer;
@@ -507,6 +508,7 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     split::register(m)?;
     merge::register(m)?;
     summary::register(m)?;
+    diff::register(m)?;
     ops::register(m)?;
     parquet::register(m)?;
     reader::register(m)?;
