@@ -32,6 +32,7 @@ from kinetrace._tools.diff import (
     StepComparison,
     diff,
 )
+from kinetrace._tools.diff_hta import HtaDiff, HtaOpChange
 from kinetrace._tools.merge import (
     MergedProcess,
     MergedRank,
@@ -106,6 +107,8 @@ __all__ = [
     "Finding",
     "GpuPeaks",
     "GzipWriter",
+    "HtaDiff",
+    "HtaOpChange",
     "Keep",
     "KernelChange",
     "KernelStats",

@@ -1,4 +1,5 @@
-"""``kinetrace diff BASE NEW [--json | --markdown] [--fail-above PCT] [--skip-first N]``: what
+"""``kinetrace diff BASE NEW [--json | --markdown] [--fail-above PCT] [--skip-first N]
+[--rules exact|hta [--rank R] [--step N]]``: what
 changed between two runs, the verdict on the step time first."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from kinetrace._cli.args import add_threads_option, non_negative_int
 from kinetrace._cli.status import DONE, REGRESSION, run_tool
 from kinetrace._text import duration
 from kinetrace._tools.diff import MIN_STEPS, DiffResult, StepComparison, diff
+from kinetrace._tools.diff_hta import Pick, diff_hta
 from kinetrace._tools.summary import SummaryWarning
 
 __all__ = ["add_parser", "cmd_diff", "markdown", "report", "verdict_lines"]
@@ -187,6 +189,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    if args.rules == "hta":
+        return _diff_hta(args)
+    if args.rank is not None or args.step is not None:
+        raise ValueError("--rank and --step need --rules hta")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SummaryWarning)
         result = diff(
@@ -203,6 +209,36 @@ def _diff(args: argparse.Namespace) -> int:
     if args.fail_above is not None and result.regression(args.fail_above):
         return REGRESSION
     return DONE
+
+
+def _diff_hta(args: argparse.Namespace) -> int:
+    if args.runs or args.skip_first or args.fail_above is not None:
+        raise ValueError(
+            "--rules hta compares one rank and one step: no --runs, --skip-first or --fail-above"
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SummaryWarning)
+        result = diff_hta(args.base, args.new, rank=args.rank, step=args.step, threads=args.threads)
+    for w in caught:
+        print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=1))
+    else:
+        print(result.markdown() if args.markdown else result.report(WIDTH))
+    return DONE
+
+
+def _pick(text: str) -> Pick:
+    """``N`` for both sides, or ``B:N`` (BASE's and NEW's)."""
+    try:
+        parts = [int(p) for p in text.split(":")]
+    except ValueError:
+        parts = []
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    raise argparse.ArgumentTypeError(f"must be N or BASE:NEW (integers), not {text}")
 
 
 def _percent(text: str) -> float:
@@ -249,6 +285,17 @@ def add_parser(subparsers: Any) -> None:
         default=0,
         metavar="N",
         help="leave out each rank's first N steps",
+    )
+    parser.add_argument(
+        "--rules",
+        choices=("exact", "hta"),
+        default="exact",
+        help="exact (the above) or hta: HolisticTraceAnalysis 0.5's compare_traces, per "
+        "event name the count and total time of one rank and one step on each side",
+    )
+    parser.add_argument("--rank", type=_pick, metavar="R", help="hta: the rank (R or BASE:NEW)")
+    parser.add_argument(
+        "--step", type=_pick, metavar="N", help="hta: ProfilerStep#N (N or BASE:NEW)"
     )
     add_threads_option(parser, 1024, "files read at once")
     parser.set_defaults(func=cmd_diff)
