@@ -238,10 +238,13 @@ def test_command_line_json_table_and_markdown(capsys: pytest.CaptureFixture[str]
     page = (Path(__file__).resolve().parent.parent / "docs" / "diff.md").read_text()
     block = page.split("`HtaDiff.to_json()`", 1)[1].split("```", 2)[1]
     assert keys == set(re.findall(r'"(\w+)"', block)) - {"hta"}  # a value, not a key
-    assert run("diff", folder, folder, "--rules", "hta", "--rank", "2", "--step", "10") == DONE
+    # Two runs of resnet50: CUDA kernel names of 100+ characters among the largest changes.
+    b, n = (REAL_DIR / side[0] for side in RESNET50)
+    assert run("diff", b, n, "--rules", "hta", "--step", "6") == DONE
     table = capsys.readouterr().out.splitlines()
-    assert "BASE rank 2 ProfilerStep#10 vs NEW rank 2 ProfilerStep#10" in table[0]
+    assert "BASE rank 0 ProfilerStep#6 vs NEW rank 0 ProfilerStep#6" in table[0]
     assert len(table) == 25 and max(map(len, table)) <= 100, max(table, key=len)
+    assert any(line.endswith("...") for line in table[4:24]), "no long name was cut"
     assert run("diff", folder, folder, "--rules", "hta", "--markdown") == DONE
     md = capsys.readouterr().out.splitlines()
     assert md[0].startswith("**kinetrace diff --rules hta**: BASE rank 0") and "|---:|" in md[3]

@@ -194,8 +194,9 @@ pub(crate) fn side(
 mod tests {
     use super::*;
 
-    /// Two steps; a kernel launched in each (the second launch is traceEvents[0]'s
-    /// neighbour, the first is traceEvents[0] itself); a stream-0 row; times HTA rounds.
+    /// Two steps; a kernel launched in each (the first launch is traceEvents[0]); a
+    /// stream-0 row; times HTA rounds. HTA 0.5.0's `compare_traces` on this file, run by
+    /// hand, gives exactly the rows the test below expects for steps 4 and 5.
     const TRACE: &str = r#"{"traceEvents": [
  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1, "dur": 1, "args": {"correlation": 1}},
  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1, "tid": 1, "ts": 0.5, "dur": 100.25},
