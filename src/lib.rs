@@ -6,7 +6,7 @@
 //! - `python` (feature `python`): the bindings, the crate's only entry point (`_Exporter` and
 //!   the module in `mod.rs`), one file per tool family:
 //!   `python::{reader, fallback, gzip_writer, check, repair, compress, split, merge, summary,
-//!   parquet, ops, diff_ops}`,
+//!   diff, parquet, ops}`,
 //!   with `python::interrupt` (the one way a binding waits) and `python::errors` (error to
 //!   exception).
 //! - `tools`: the tools over existing trace files: `tools::check` (trace rules),
@@ -15,7 +15,8 @@
 //!   `tools::merge` (many traces on one timeline, a file per pass or concern:
 //!   `tools::merge::{probe, steps, survey, rewrite, write, ids, names, ranks, record,
 //!   tests}`), `tools::summary` (where each rank's GPU time went:
-//!   `tools::summary::{events, exact, hta, report}`), `tools::parquet`
+//!   `tools::summary::{events, exact, hta, report}`), `tools::diff` (`diff --rules hta`'s
+//!   side over summary's `hta` reading: `tools::diff::hta`), `tools::parquet`
 //!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`), `tools::ops`
 //!   (FLOPs and bytes of each operator from its recorded shapes, per family:
 //!   `tools::ops::{args, dtype, gemm, elementwise, reduce, norm, conv, attention, extensions,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ from kinetrace._cli import status
 from kinetrace._cli.diff import headline
 from kinetrace._text import duration
 from kinetrace._tools import diff_html
-from kinetrace._tools.diff import DiffResult
+from kinetrace._tools.diff_ops import OperatorChange
 from support import chromium
 from support.aftermath import temp_files
 from support.cli import run
@@ -131,14 +132,19 @@ def test_page_of_real_profiles(sides, tmp_path, capsys):
     assert len(doc.find("line", "median")) == 2
     caption = doc.find("figcaption")[0].text
     assert f"[{v.ci_low_pct:+.1f}%, {v.ci_high_pct:+.1f}%]" in caption
-    # A CPU profile has no GPU activities: the waterfall is BASE, the rest of the step, NEW.
+    # A CPU profile has no GPU activities: the waterfall goes from BASE's median step to
+    # NEW's through the operators (the added product first, with its shapes), the rest of
+    # the step last; the bars add up.
     assert doc.titles("rect", "wf-end") == [
         f"BASE median step: {duration(v.base_median_us)}",
         f"NEW median step: {duration(v.new_median_us)}",
     ]
-    (up,) = doc.titles("rect", "wf-up")
-    assert up.endswith("+" + duration(v.new_median_us - v.base_median_us))
-    assert doc.find("rect", "wf-down") == []
+    steps = diff_html.contributors(result)
+    assert steps[0].name.startswith(f"(new) aten::mm [[{EXTRA},{EXTRA}],[{EXTRA},{EXTRA}]]")
+    assert steps[-1].name.startswith("rest of the step")
+    assert len(doc.titles("rect", "wf-up") + doc.titles("rect", "wf-down")) == len(steps)
+    total = sum(c.change_us for c in steps)
+    assert v.base_median_us + total == pytest.approx(v.new_median_us)
 
 
 def _kernel(name: str, ts: float, dur: float) -> dict[str, object]:
@@ -220,28 +226,42 @@ def test_waterfall_bars_and_escaped_names(tmp_path):
     assert {"k1 <&> x", "void gemm<float, 128>(a&b)", "(gone) gone&kernel"} <= cells
 
 
-@dataclass(frozen=True)
-class _OpChange:
-    name: str
-    change_us: float
-
-
-@dataclass(frozen=True)
-class _WithOperators(DiffResult):
-    operators: tuple[_OpChange, ...] = ()
+def _op(name: str, change_us: float, **kw: object) -> OperatorChange:
+    values: dict[str, Any] = {
+        "name": name,
+        "input_dims": "[[64,64],[64,64]]",
+        "input_type": '["float","float"]',
+        "base_count": 1.0,
+        "new_count": 1.0,
+        "base_self_us": 10.0,
+        "new_self_us": 10.0,
+        "base_gpu_us": 10.0,
+        "new_gpu_us": 10.0 + change_us,
+        "change_us": change_us,
+        "status": "",
+        "new_name": "",
+        "top_kernel": "void gemm<float>",
+    }
+    return OperatorChange(**{**values, **kw})
 
 
 def test_operators_come_first_where_the_result_has_them(tmp_path):
+    """With operators, the waterfall's names are theirs, with shapes, types and top kernel
+    (GPU activities would count their GPU time twice); the operators' table follows."""
     base = _gpu_trace(tmp_path / "base.json", 0)
     new = _gpu_trace(tmp_path / "new.json", 1)
-    plain = kinetrace.diff(base, new)
-    ops = (_OpChange("aten::mm<&>", 25.0), _OpChange("aten::add", -5.0))
-    values = {f.name: getattr(plain, f.name) for f in fields(DiffResult)}
-    result = _WithOperators(**values, operators=ops)
+    ops = (
+        _op("aten::mm<&>", 25.0),
+        _op("aten::add", -5.0, status="renamed", new_name="aten::add_", top_kernel=""),
+    )
+    result = replace(kinetrace.diff(base, new), operators=ops)
     names = [c.name for c in diff_html.contributors(result)]
-    assert names == ["aten::mm<&>", "aten::add", "rest of the step (CPU, overlap, slowest rank)"]
+    mm = 'aten::mm<&> [[64,64],[64,64]] ["float","float"] -> void gemm<float>'
+    add = '(renamed) aten::add => aten::add_ [[64,64],[64,64]] ["float","float"]'
+    assert names == [mm, add, "rest of the step (CPU, overlap, slowest rank)"]
     doc = Page(diff_html.render_html(result, headline(result)))
-    assert doc.titles("rect", "wf-up")[0] == "aten::mm<&>: +" + duration(25.0)
+    assert doc.titles("rect", "wf-up")[0] == f"{mm}: +" + duration(25.0)
+    assert {mm, add} <= {e.text for e in doc.find("td", "l")}
 
 
 def test_page_loads_in_chromium(sides, tmp_path):

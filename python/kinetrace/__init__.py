@@ -33,6 +33,7 @@ from kinetrace._tools.diff import (
     StepComparison,
     diff,
 )
+from kinetrace._tools.diff_hta import HtaDiff, HtaOpChange
 from kinetrace._tools.merge import (
     MergedProcess,
     MergedRank,
@@ -108,6 +109,8 @@ __all__ = [
     "Finding",
     "GpuPeaks",
     "GzipWriter",
+    "HtaDiff",
+    "HtaOpChange",
     "Keep",
     "KernelChange",
     "KernelStats",

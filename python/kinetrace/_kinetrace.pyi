@@ -24,6 +24,7 @@ __all__ = [
     "common_type",
     "create_temporary",
     "create_temporary_dir",
+    "diff_hta_side",
     "diff_operators",
     "filter_trace",
     "merge_traces",
@@ -377,6 +378,19 @@ class _RankFigures(TypedDict):
     warnings: list[str]
 
 def summarize(paths: list[str], rules: str, threads: int) -> list[_RankFigures]: ...
+
+class _HtaSide(TypedDict):
+    source: str
+    rank: int
+    ranks: list[int]
+    iteration: int
+    iterations: list[int]
+    ops: list[tuple[str, int, float]]
+    warnings: list[str]
+
+def diff_hta_side(
+    paths: list[str], rank: int | None, iteration: int | None, threads: int
+) -> _HtaSide: ...
 
 class _OpRow(TypedDict):
     uid: int

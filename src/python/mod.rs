@@ -3,7 +3,7 @@
 
 mod check;
 mod compress;
-mod diff_ops;
+mod diff;
 mod errors;
 mod fallback;
 mod gzip_writer;
@@ -508,8 +508,8 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     split::register(m)?;
     merge::register(m)?;
     summary::register(m)?;
+    diff::register(m)?;
     ops::register(m)?;
-    diff_ops::register(m)?;
     parquet::register(m)?;
     reader::register(m)?;
     m.add_function(wrap_pyfunction!(trimonth_base_ns, m)?)?;

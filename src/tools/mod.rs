@@ -6,6 +6,7 @@
 
 pub(crate) mod check;
 pub(crate) mod compress;
+pub(crate) mod diff;
 pub(crate) mod merge;
 pub(crate) mod ops;
 pub(crate) mod overlap;

@@ -1,5 +1,6 @@
 """``kinetrace diff BASE NEW [--json | --markdown] [--html FILE] [--fail-above PCT]
-[--skip-first N]``: what changed between two runs, the verdict on the step time first."""
+[--skip-first N] [--rules exact|hta [--rank R] [--step N]]``: what changed between two runs,
+the verdict on the step time first."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from kinetrace._cli.args import add_threads_option, non_negative_int
 from kinetrace._cli.status import DONE, REGRESSION, run_tool
 from kinetrace._text import duration
 from kinetrace._tools.diff import MIN_STEPS, DiffResult, StepComparison, diff
+from kinetrace._tools.diff_hta import Pick, diff_hta
 from kinetrace._tools.diff_html import write_html
+from kinetrace._tools.diff_names import row_label
 from kinetrace._tools.summary import SummaryWarning
 
 __all__ = ["add_parser", "cmd_diff", "headline", "markdown", "report", "verdict_lines"]
@@ -90,18 +93,11 @@ def _breakdown_rows(result: DiffResult) -> list[str]:
     return lines
 
 
-def _label(status: str, name: str, new_name: str) -> str:
-    """A row's name: with its status, and for a rename both names."""
-    if status == "renamed":
-        return f"(renamed) {name} => {new_name}"
-    return f"({status}) {name}" if status else name
-
-
 def _kernel_rows(result: DiffResult) -> list[str]:
     lines = [f"{'change/step':>12}  {'BASE/step':>11}  {'NEW/step':>11}  {'count/step':>15}  name"]
     for k in result.kernels[:TOP]:
         counts = f"{k.base_count:.3g}->{k.new_count:.3g}"
-        name = _label(k.status, k.name, k.new_name)
+        name = row_label(k.status, k.name, k.new_name)
         row = (
             f"{_signed(k.change_us):>12}  {duration(k.base_us):>11}  {duration(k.new_us):>11}  "
             f"{counts:>15}  "
@@ -119,7 +115,7 @@ def _operator_rows(result: DiffResult) -> list[str]:
         counts = f"{o.base_count:.3g}->{o.new_count:.3g}"
         cpu = _signed(o.new_self_us - o.base_self_us)
         gpu = _signed(o.new_gpu_us - o.base_gpu_us)
-        name = _label(o.status, o.name, o.new_name)
+        name = row_label(o.status, o.name, o.new_name)
         name += f" {o.input_dims}" if o.input_dims and o.input_dims != "[]" else ""
         row = f"{_signed(o.change_us):>12}  {cpu:>11}  {gpu:>11}  {counts:>15}  "
         room = WIDTH - len(row)
@@ -250,6 +246,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    if args.rules == "hta":
+        return _diff_hta(args)
+    if args.rank is not None or args.step is not None:
+        raise ValueError("--rank and --step need --rules hta")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SummaryWarning)
         result = diff(
@@ -268,6 +268,36 @@ def _diff(args: argparse.Namespace) -> int:
     if args.fail_above is not None and result.regression(args.fail_above):
         return REGRESSION
     return DONE
+
+
+def _diff_hta(args: argparse.Namespace) -> int:
+    if args.runs or args.skip_first or args.fail_above is not None:
+        raise ValueError(
+            "--rules hta compares one rank and one step: no --runs, --skip-first or --fail-above"
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SummaryWarning)
+        result = diff_hta(args.base, args.new, rank=args.rank, step=args.step, threads=args.threads)
+    for w in caught:
+        print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=1))
+    else:
+        print(result.markdown() if args.markdown else result.report(WIDTH))
+    return DONE
+
+
+def _pick(text: str) -> Pick:
+    """``N`` for both sides, or ``B:N`` (BASE's and NEW's)."""
+    try:
+        parts = [int(p) for p in text.split(":")]
+    except ValueError:
+        parts = []
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    raise argparse.ArgumentTypeError(f"must be N or BASE:NEW (integers), not {text}")
 
 
 def _percent(text: str) -> float:
@@ -319,6 +349,17 @@ def add_parser(subparsers: Any) -> None:
         default=0,
         metavar="N",
         help="leave out each rank's first N steps",
+    )
+    parser.add_argument(
+        "--rules",
+        choices=("exact", "hta"),
+        default="exact",
+        help="exact (the above) or hta: HolisticTraceAnalysis 0.5's compare_traces, per "
+        "event name the count and total time of one rank and one step on each side",
+    )
+    parser.add_argument("--rank", type=_pick, metavar="R", help="hta: the rank (R or BASE:NEW)")
+    parser.add_argument(
+        "--step", type=_pick, metavar="N", help="hta: ProfilerStep#N (N or BASE:NEW)"
     )
     add_threads_option(parser, 1024, "files read at once")
     parser.set_defaults(func=cmd_diff)

@@ -15,9 +15,10 @@ import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from kinetrace._env import available_cpus, require_in_range
+from kinetrace._tools.diff_hta import HtaDiff, Pick, diff_hta
 from kinetrace._tools.diff_names import family, pair_renames
 from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_operators
 from kinetrace._tools.diff_stats import bootstrap_change_ci, mann_whitney, median
@@ -330,6 +331,28 @@ def run_paths(paths: Paths, runs: bool) -> list[list[str | os.PathLike[str]]]:
     return [[item] for item in items]
 
 
+@overload
+def diff(
+    base: Paths,
+    new: Paths,
+    *,
+    runs: bool = ...,
+    skip_first: int = ...,
+    threads: int | None = ...,
+    rules: Literal["exact"] = ...,
+) -> DiffResult: ...
+@overload
+def diff(
+    base: Paths,
+    new: Paths,
+    *,
+    runs: bool = ...,
+    skip_first: int = ...,
+    threads: int | None = ...,
+    rules: Literal["hta"],
+    rank: Pick = ...,
+    step: Pick = ...,
+) -> HtaDiff: ...
 def diff(
     base: Paths,
     new: Paths,
@@ -337,7 +360,10 @@ def diff(
     runs: bool = False,
     skip_first: int = 0,
     threads: int | None = None,
-) -> DiffResult:
+    rules: str = "exact",
+    rank: Pick = None,
+    step: Pick = None,
+) -> DiffResult | HtaDiff:
     """Compares two runs, each a trace file (``.json`` or gzip) or a folder of ranks (or
     several, one rank per file, as :func:`kinetrace.summarize` takes them).
 
@@ -348,6 +374,10 @@ def diff(
             of the one folder given (trace files, or folders of ranks); their steps pooled.
         skip_first: steps left out at the start of each rank (a warm-up).
         threads: files read at once (default: the CPUs available).
+        rules: ``"exact"`` (the above) or ``"hta"``: HTA 0.5.0's ``compare_traces`` of one
+            ``rank`` and one ``step`` (``ProfilerStep#N``) per side, each an int, a (BASE,
+            NEW) pair or None (HTA's default: the first), an :class:`HtaDiff`
+            (:mod:`kinetrace._tools.diff_hta`).
 
     Raises:
         kinetrace.TraceFormatError: a file is not a trace.
@@ -355,6 +385,12 @@ def diff(
             ``skip_first`` is negative.
         OSError: a file cannot be read.
     """
+    if rules == "hta":
+        if runs or skip_first:
+            raise ValueError("rules='hta' compares one rank and one step: no runs, no skip_first")
+        return diff_hta(base, new, rank=rank, step=step, threads=threads)
+    if rules != "exact" or rank is not None or step is not None:
+        raise ValueError(f"rules must be 'exact' (no rank, no step) or 'hta', not {rules!r}")
     require_in_range("skip_first", skip_first, 0, 1 << 30)
     start = time.perf_counter()
     b = [summarize(trace_files(run, tool="diff"), threads=threads) for run in run_paths(base, runs)]

@@ -12,6 +12,8 @@ from html import escape
 
 from kinetrace._text import duration
 from kinetrace._tools.diff import DiffResult, StepComparison
+from kinetrace._tools.diff_names import row_label
+from kinetrace._tools.diff_ops import OperatorChange
 from kinetrace._tools.diff_stats import median
 from kinetrace._tools.summary_html import _STYLE, SVG_NS, WIDTH, _label, write_atomically
 
@@ -52,15 +54,24 @@ def _p(p: float | None) -> str:
     return "-" if p is None else f"{p:.2g}" if p >= 0.0001 else "<0.0001"
 
 
+def operator_label(o: OperatorChange) -> str:
+    """An operator row's name with its shapes, types and the GPU activity it spent most on
+    (``aten::mm [[64,64],[64,64]] [float,float] -> void gemm<...>``)."""
+    label = row_label(o.status, o.name, o.new_name)
+    for part in (o.input_dims, o.input_type):
+        if part and part != "[]":
+            label += f" {part}"
+    return label + (f" -> {o.top_kernel}" if o.top_kernel else "")
+
+
 def _named(result: DiffResult) -> tuple[list[Contributor], str]:
     """The per-step changes by name: the operators where the result has them (they own
     their GPU activities, which would count twice beside them), else the GPU activities."""
-    operators = tuple(getattr(result, "operators", ()) or ())
-    if operators:
-        rows = [Contributor(str(o.name), float(o.change_us), "operator") for o in operators]
+    if result.operators:
+        rows = [Contributor(operator_label(o), o.change_us, "operator") for o in result.operators]
         return rows, "operator"
     rows = [
-        Contributor(f"({k.status}) {k.name}" if k.status else k.name, k.change_us, "GPU activity")
+        Contributor(row_label(k.status, k.name, k.new_name), k.change_us, "GPU activity")
         for k in result.kernels
     ]
     return rows, "GPU activity"
@@ -251,12 +262,26 @@ def _tables(result: DiffResult) -> str:
                 duration(k.base_us),
                 duration(k.new_us),
                 f"{k.base_count:.3g}->{k.new_count:.3g}",
-                f"({k.status}) {k.name}" if k.status else k.name,
+                row_label(k.status, k.name, k.new_name),
             ]
             for k in result.kernels[:TABLE_TOP]
         ]
         head = ["change/step", "BASE/step", "NEW/step", "count/step", "name"]
         title = f"GPU activities, largest change first (top {TABLE_TOP})"
+        parts += [f"<h2>{title}</h2>", _table(head, rows, 4)]
+    if result.operators:
+        rows = [
+            [
+                _signed(o.change_us),
+                _signed(o.new_self_us - o.base_self_us),
+                _signed(o.new_gpu_us - o.base_gpu_us),
+                f"{o.base_count:.3g}->{o.new_count:.3g}",
+                operator_label(o),
+            ]
+            for o in result.operators[:TABLE_TOP]
+        ]
+        head = ["change/step", "self CPU", "own GPU", "count/step", "operator"]
+        title = f"Operators per step, self CPU + own GPU time (top {TABLE_TOP})"
         parts += [f"<h2>{title}</h2>", _table(head, rows, 4)]
     return "".join(parts)
 

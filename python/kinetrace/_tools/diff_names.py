@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Hashable, Mapping
 from typing import TypeVar
 
-__all__ = ["family", "pair_renames"]
+__all__ = ["family", "pair_renames", "row_label"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -100,3 +100,11 @@ def pair_renames(
             n = sorted(n, key=lambda i: -new[i])
             pairs.extend(zip(g, n, strict=False))  # leftovers stay unpaired
     return pairs
+
+
+def row_label(status: str, name: str, new_name: str) -> str:
+    """A row's name as every output shows it: with its status, and for a rename both names
+    (``(renamed) BASE's => NEW's``)."""
+    if status == "renamed":
+        return f"(renamed) {name} => {new_name}"
+    return f"({status}) {name}" if status else name

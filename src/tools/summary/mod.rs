@@ -25,10 +25,10 @@ use self::events::{Collected, Rules};
 use self::report::RankSummary;
 
 /// One file read: what was kept, the JSON bytes read, and a warning if it stopped early.
-struct Read {
-    collected: Collected,
+pub(crate) struct Read {
+    pub(crate) collected: Collected,
     json_bytes: u64,
-    warning: Option<String>,
+    pub(crate) warning: Option<String>,
 }
 
 /// Reads one file; a trace damaged after some events is kept as far as it reads, with a
@@ -59,7 +59,7 @@ fn read_one(
 
 /// Reads every file on up to `threads` threads (`read::sources`), in the order given;
 /// `progress` is called on the calling thread between waits (its error stops the readers).
-fn read_all(
+pub(crate) fn read_all(
     paths: &[PathBuf],
     rules: Rules,
     threads: usize,
@@ -141,11 +141,11 @@ pub(crate) fn summarize(
 }
 
 /// Where the rank of a file HTA drops came from: [`summarize`] skips it.
-const REPLACED: &str = "replaced";
+pub(crate) const REPLACED: &str = "replaced";
 
 /// Ranks as HTA 0.5.0 gives them: its regex, else 0. A file later in the list wins a rank;
 /// the earlier ones are marked [`REPLACED`], and a warning (rank, text) says so.
-fn hta_ranks(paths: &[PathBuf], reads: &[Read]) -> (Vec<RankFrom>, Vec<(i64, String)>) {
+pub(crate) fn hta_ranks(paths: &[PathBuf], reads: &[Read]) -> (Vec<RankFrom>, Vec<(i64, String)>) {
     let ranks: Vec<RankFrom> = reads
         .iter()
         .map(|r| match r.collected.hta_rank {
