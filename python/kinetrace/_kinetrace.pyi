@@ -3,7 +3,7 @@
 A build with the cargo feature ``test-hooks`` (never a release wheel) also has
 ``_panic_for_tests()`` and ``_Exporter._inject_panic()``, for ``tests/test_panics.py``."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypedDict, final, overload
@@ -439,7 +439,9 @@ class _OperatorGroup(TypedDict):
     top_kernel: str | None
     top_kernel_ns: int | None
 
-def diff_operators(path: str | PathLike[str]) -> list[_OperatorGroup]: ...
+def diff_operators(
+    paths: Sequence[str | PathLike[str]], threads: int
+) -> list[list[_OperatorGroup]]: ...
 
 class _ParquetRank(TypedDict):
     source: str

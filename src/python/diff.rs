@@ -10,34 +10,39 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::interrupt::detached;
-use crate::read::attribution::attribute_as_far_as_it_reads;
-use crate::read::attribution::groups::groups;
-use crate::read::events::ReadOptions;
+use crate::read::attribution::groups::groups_of;
 use crate::tools::diff::hta;
 
-/// The operator groups of the trace at `path`, in order of first instance: dicts with the
-/// fields of `_OperatorGroup` in `_kinetrace.pyi`. A trace damaged after some events gives
-/// those up to the damage, as `summarize` (which `diff` runs first, and warns) reads it.
+/// The operator groups of each trace at `paths` (in their order), `threads` files at once:
+/// per trace a list of dicts with the fields of `_OperatorGroup` in `_kinetrace.pyi`, in
+/// order of first instance. A trace damaged after some events gives those up to the
+/// damage, as `summarize` (which `diff` runs first, and warns) reads it.
 #[pyfunction]
-fn diff_operators<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyList>> {
+fn diff_operators<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    threads: usize,
+) -> PyResult<Bound<'py, PyList>> {
     let found = detached(py, |interrupted| {
-        let a =
-            attribute_as_far_as_it_reads(&path, ReadOptions::default(), &mut |_| interrupted())?;
-        Ok::<_, crate::error::Error>(groups(&a))
+        groups_of(&paths, threads, &mut |_| interrupted())
     })?;
     let out = PyList::empty(py);
-    for g in found {
-        let d = PyDict::new(py);
-        d.set_item("name", g.name)?;
-        d.set_item("input_dims", g.input_dims)?;
-        d.set_item("input_type", g.input_type)?;
-        d.set_item("count", g.count)?;
-        d.set_item("self_ns", g.self_ns)?;
-        d.set_item("gpu_ns", g.gpu_ns)?;
-        let (top, top_ns) = g.top_kernel.unzip();
-        d.set_item("top_kernel", top)?;
-        d.set_item("top_kernel_ns", top_ns)?;
-        out.append(d)?;
+    for file in found {
+        let groups = PyList::empty(py);
+        for g in file {
+            let d = PyDict::new(py);
+            d.set_item("name", g.name)?;
+            d.set_item("input_dims", g.input_dims)?;
+            d.set_item("input_type", g.input_type)?;
+            d.set_item("count", g.count)?;
+            d.set_item("self_ns", g.self_ns)?;
+            d.set_item("gpu_ns", g.gpu_ns)?;
+            let (top, top_ns) = g.top_kernel.unzip();
+            d.set_item("top_kernel", top)?;
+            d.set_item("top_kernel_ns", top_ns)?;
+            groups.append(d)?;
+        }
+        out.append(groups)?;
     }
     Ok(out)
 }

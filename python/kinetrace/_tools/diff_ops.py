@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -66,11 +65,11 @@ class _Figures:
 
 
 def read_operators(sources: Sequence[str], threads: int) -> dict[str, list[_OperatorGroup]]:
-    """Each file's operator groups, ``threads`` files at once (the native reader releases
-    the GIL, so threads run in parallel)."""
+    """Each file's operator groups: one native call, ``threads`` files at once on the
+    reading wing's pool, the GIL released and Ctrl-C answered between waits."""
     unique = list(dict.fromkeys(sources))
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(unique)))) as pool:
-        return dict(zip(unique, pool.map(_kinetrace.diff_operators, unique), strict=True))
+    found = _kinetrace.diff_operators(unique, max(1, threads))
+    return dict(zip(unique, found, strict=True))
 
 
 @functools.lru_cache(maxsize=1 << 16)
