@@ -14,11 +14,14 @@ import pytest
 import torch
 
 import kinetrace
+from kinetrace import _kinetrace
 from kinetrace._cli import status
 from kinetrace._cli.diff import WIDTH
 from kinetrace._tools.diff_names import family, pair_renames
 from kinetrace._tools.summary import SummaryWarning
+from support.big import write_big_trace
 from support.cli import run
+from support.interrupts import Sigint, assert_prompt
 
 #: Profiles per side and recorded steps in each.
 RUNS = 3
@@ -293,3 +296,15 @@ def test_linear_time():
         start = time.perf_counter()
         family(name)
         assert time.perf_counter() - start < 1.0, name[:20]
+
+
+def test_ctrl_c_while_the_operators_are_read(tmp_path):
+    """Ctrl-C reaches the operators' pass while its readers are busy (two ~60 MB files,
+    20 ms in): a prompt KeyboardInterrupt, as for summary, not a wait for every read."""
+    paths = [tmp_path / f"r{i}.json" for i in range(2)]
+    for i, path in enumerate(paths):
+        write_big_trace(path, 60 << 20, rank=i, world_size=2)
+    with Sigint().installed() as sigint:
+        sigint.after(0.02)
+        latency = sigint.expect(lambda: _kinetrace.diff_operators(paths, 2))
+    assert_prompt(latency)
