@@ -486,13 +486,19 @@ def test_sigint_at_random_moments_leaves_nothing(tmp_path: Path) -> None:
     child.write_text(
         textwrap.dedent(
             """
-            import os, sys, tempfile, warnings
+            import os, signal, sys, tempfile, warnings
             import torch
             import kinetrace
             warnings.simplefilter("ignore")
             out, scratch = sys.argv[1], sys.argv[2]
-            tempfile.tempdir = scratch
             a = torch.ones(8, 8)
+            # torch's profiler imports torch._inductor on its first start (seconds on a busy
+            # machine; it makes a folder of its own in the temporary directory): done before
+            # the signals, which are for the export, not for torch's import (a SIGINT inside
+            # it once left the child unable to report).
+            with torch.profiler.profile():
+                torch.mm(a, a)
+            tempfile.tempdir = scratch
             print("ready", flush=True)
             n = 0
             while True:
@@ -505,10 +511,14 @@ def test_sigint_at_random_moments_leaves_nothing(tmp_path: Path) -> None:
                     kinetrace.export_chrome_trace(prof, os.path.join(out, name))
                     n += 1
                 except KeyboardInterrupt:
+                    # The report is the harness's: no SIGINT lands in it (the parent sends
+                    # the next one only once it has read this line).
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
                     left = sorted(os.listdir(out)) + sorted(os.listdir(scratch))
                     done = ("t0.json", "t1.json.gz", "t2.json", "t3.json.gz")
                     bad = [f for f in left if f not in done]
                     print("LEFT" if bad else "CLEAN", bad, flush=True)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             """
         )
     )
