@@ -501,24 +501,34 @@ def test_sigint_at_random_moments_leaves_nothing(tmp_path: Path) -> None:
             tempfile.tempdir = scratch
             print("ready", flush=True)
             n = 0
+            # SIGINT is let in only inside the try (a signal between two iterations would
+            # end the child) and held back from the report, the harness's own work; the
+            # parent sends the next one only once it has read the report.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             while True:
                 try:
-                    with torch.profiler.profile() as prof:
-                        for _ in range(200):
-                            torch.mm(a, a)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+                    try:
+                        with torch.profiler.profile() as prof:
+                            for _ in range(200):
+                                torch.mm(a, a)
+                    except RuntimeError as e:
+                        # torch's own profiler state, left inconsistent by an earlier
+                        # SIGINT inside its start or stop ("Can't disable Kineto profiler
+                        # when it's not running", torch 2.11): not the export's; try again.
+                        if "Kineto" not in str(e):
+                            raise
+                        continue
                     # Both ways: a private file beside the destination, FIFOs in scratch.
                     name = ("t0.json", "t1.json.gz", "t2.json", "t3.json.gz")[n % 4]
                     kinetrace.export_chrome_trace(prof, os.path.join(out, name))
                     n += 1
                 except KeyboardInterrupt:
-                    # The report is the harness's: no SIGINT lands in it (the parent sends
-                    # the next one only once it has read this line).
                     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
                     left = sorted(os.listdir(out)) + sorted(os.listdir(scratch))
                     done = ("t0.json", "t1.json.gz", "t2.json", "t3.json.gz")
                     bad = [f for f in left if f not in done]
-                    print("LEFT" if bad else "CLEAN", bad, flush=True)
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+                    print("LEFT" if bad else "CLEAN", bad, n, flush=True)
             """
         )
     )
@@ -543,6 +553,9 @@ def test_sigint_at_random_moments_leaves_nothing(tmp_path: Path) -> None:
             proc.send_signal(signal.SIGINT)
             line = proc.stdout.readline()
             assert line.startswith("CLEAN"), line
+        # The signals fell among exports that finished too (the line's last field counts
+        # them): the loop went on exporting between them.
+        assert int(line.split()[-1]) > 0, line
     finally:
         proc.kill()
         proc.wait()
