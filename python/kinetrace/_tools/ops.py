@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypedDict, cast
 
@@ -211,13 +211,17 @@ def roofline(
 
 
 def _row(
-    raw: dict[str, Any], rules: str, bandwidth: float | None, texts: dict[str, str] | None = None
+    native: Mapping[str, Any],
+    rules: str,
+    bandwidth: float | None,
+    texts: dict[str, str] | None = None,
 ) -> OpRow:
     """The native row completed in place (a copy per row would double the rows' memory
     while both live: ~1 KB a row), its texts shared with the rows' equal ones (``texts``:
     a group's instances repeat them, ~200 B a row)."""
-    for key in ("name", "input_dims", "input_type") if texts is not None else ():
-        if (text := raw[key]) is not None:
+    raw = cast(dict[str, Any], native)
+    for key in ("name", "input_dims", "input_type"):
+        if texts is not None and (text := raw[key]) is not None:
             raw[key] = texts.setdefault(text, text)
     time_us = raw["kernel_time_us"] if rules == "tracelens" else raw["kernel_time_ns"] / 1e3
     figures = roofline(raw["flops"], raw["bytes"], time_us, raw["peak_tflops"], bandwidth)
