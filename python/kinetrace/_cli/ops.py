@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
-from typing import Any
+from typing import Any, TextIO
 
 from kinetrace._cli.args import int_in_range
 from kinetrace._cli.status import DONE, exit_statuses, run_tool
@@ -15,7 +16,7 @@ from kinetrace._text import duration
 from kinetrace._tools.ops import OpGroup, OpsReport, gpu_keys, known_gpu, ops
 from kinetrace._tools.ops_html import gpu_line, shapes_text, write_ops_html
 
-__all__ = ["WIDTH", "add_parser", "cmd_ops", "report"]
+__all__ = ["WIDTH", "add_parser", "cmd_ops", "report", "write_json"]
 
 PROG = "kinetrace ops"
 
@@ -92,10 +93,22 @@ def _ops(args: argparse.Namespace) -> int:
     if args.html:
         write_ops_html(found, args.html)
     if args.json:
-        print(json.dumps(found.to_json(), indent=1))
+        write_json(found, sys.stdout)
     else:
         print(report(found, args.top))
     return DONE
+
+
+def write_json(found: OpsReport, out: TextIO) -> None:
+    """:meth:`OpsReport.to_json` as one JSON object, indented, its ``rows`` last and one a
+    line: encoded row by row (C's encoder; ``indent`` takes Python's, 10x slower), never
+    the whole text at once nor a copy of the rows (0.66M rows, ~0.5 GB of JSON, on a 1 GB
+    trace)."""
+    text = json.dumps(found.json_head(), indent=1)
+    out.write(text[: text.rindex("}")].rstrip() + ',\n "rows": [')
+    for i, row in enumerate(found.rows):
+        out.write(("\n  " if i == 0 else ",\n  ") + json.dumps(row))
+    out.write("\n ]\n}\n")
 
 
 def _gpu_name(text: str) -> str:

@@ -2,7 +2,8 @@
 //! and runtime calls) with the few arguments the operator tools read, GPU activities with
 //! their times, and the ends of the launch flows. Nothing of the rest of an event's text.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::json::decimal::{ns_of, whole_number};
@@ -18,13 +19,15 @@ pub(crate) enum HostKind {
     Runtime,
 }
 
-/// The arguments of a CPU operator the operator tools read, as written (JSON text).
+/// The arguments of a CPU operator the operator tools read, as written (JSON text), each
+/// text shared by the operators that have it (the instances of an operator repeat their
+/// shapes: one copy, not ~50 bytes and an allocation per operator and argument).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OpArgs {
-    pub(crate) input_dims: Option<Box<str>>,
-    pub(crate) input_type: Option<Box<str>>,
-    pub(crate) concrete_inputs: Option<Box<str>>,
-    pub(crate) input_strides: Option<Box<str>>,
+    pub(crate) input_dims: Option<Arc<str>>,
+    pub(crate) input_type: Option<Arc<str>>,
+    pub(crate) concrete_inputs: Option<Arc<str>>,
+    pub(crate) input_strides: Option<Arc<str>>,
 }
 
 /// One host event as read.
@@ -143,6 +146,8 @@ pub(crate) struct Collected {
     pub(crate) link_by_correlation: Option<bool>,
     /// The trace's `deviceProperties`.
     pub(crate) devices: Vec<Device>,
+    /// The operators' argument texts met so far (see [`OpArgs`]).
+    pub(crate) texts: HashSet<Arc<str>>,
 }
 
 /// Integer members of `args` the tree needs, and the operator arguments.
@@ -159,8 +164,22 @@ fn text_of(value: &[u8]) -> Box<str> {
     String::from_utf8_lossy(value).into()
 }
 
-fn read_args(raw: &[u8], with_op_args: bool) -> ArgsRead {
+/// The text of `value`, shared with an equal one already met.
+fn shared_text(texts: &mut HashSet<Arc<str>>, value: &[u8]) -> Arc<str> {
+    let text = String::from_utf8_lossy(value);
+    if let Some(known) = texts.get(text.as_ref()) {
+        return Arc::clone(known);
+    }
+    let new: Arc<str> = text.into();
+    texts.insert(Arc::clone(&new));
+    new
+}
+
+fn read_args(raw: &[u8], texts: Option<&mut HashSet<Arc<str>>>) -> ArgsRead {
     let mut out = ArgsRead::default();
+    let with_op_args = texts.is_some();
+    let mut shared = texts;
+    let mut text = |value: &[u8]| shared.as_deref_mut().map(|t| shared_text(t, value));
     let Some(args) = member(raw, b"args", Duplicates::Last) else {
         return out;
     };
@@ -169,10 +188,10 @@ fn read_args(raw: &[u8], with_op_args: bool) -> ArgsRead {
         b"External id" => out.external_id = whole_number(value),
         b"Sequence number" => out.sequence = whole_number(value),
         b"device" => out.device = whole_number(value),
-        b"Input Dims" if with_op_args => out.op.input_dims = Some(text_of(value)),
-        b"Input type" if with_op_args => out.op.input_type = Some(text_of(value)),
-        b"Concrete Inputs" if with_op_args => out.op.concrete_inputs = Some(text_of(value)),
-        b"Input Strides" if with_op_args => out.op.input_strides = Some(text_of(value)),
+        b"Input Dims" if with_op_args => out.op.input_dims = text(value),
+        b"Input type" if with_op_args => out.op.input_type = text(value),
+        b"Concrete Inputs" if with_op_args => out.op.concrete_inputs = text(value),
+        b"Input Strides" if with_op_args => out.op.input_strides = text(value),
         _ => {}
     });
     out
@@ -215,7 +234,8 @@ impl Collected {
     }
 
     fn host(&mut self, ev: &Event<'_>, kind: HostKind, start: i64, end: i64) {
-        let args = read_args(ev.raw, kind == HostKind::Op);
+        let texts = (kind == HostKind::Op).then_some(&mut self.texts);
+        let args = read_args(ev.raw, texts);
         if kind == HostKind::Runtime && self.link_by_correlation.is_none() {
             let launch = String::from_utf8_lossy(ev.name).to_lowercase();
             if launch.contains("launch") {
@@ -238,7 +258,7 @@ impl Collected {
     }
 
     fn gpu_event(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.raw, false);
+        let args = read_args(ev.raw, None);
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         self.gpu.push(GpuEvent {
             uid: ev.index,

@@ -148,3 +148,19 @@ fn a_damaged_trace_attributes_as_far_as_it_reads() {
     assert_eq!(op(&a, "aten::addmm").own_gpu.len(), 2);
     assert!(a.ops.iter().all(|o| a.name(o) != "graphed"));
 }
+
+#[test]
+fn operators_share_equal_argument_texts() {
+    let trace = r#"{"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {"Input Dims": [[2, 3]], "Input type": ["float"]}},
+ {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1, "args": {"Input Dims": [[2, 3]], "Input type": ["int"]}},
+ {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 4, "dur": 1, "args": {"Input Dims": [[4]]}}
+]}"#;
+    let a = attributed(trace);
+    let dims = |name: &str| op(&a, name).args.input_dims.clone().unwrap();
+    let types = |name: &str| op(&a, name).args.input_type.clone().unwrap();
+    // One copy of "[[2, 3]]" for both operators; unequal texts stay apart.
+    assert!(std::sync::Arc::ptr_eq(&dims("a"), &dims("b")));
+    assert_eq!((&*dims("a"), &*dims("c")), ("[[2, 3]]", "[[4]]"));
+    assert_eq!((&*types("a"), &*types("b")), ("[\"float\"]", "[\"int\"]"));
+}
