@@ -235,12 +235,21 @@ PAIR_STEPS = 12
 
 
 @pytest.mark.slow  # 20 processes start torch and Kineto: ~12 s of CPU each
+@pytest.mark.xfail(
+    strict=False,
+    reason="one profile a side cannot see the spread between processes: at CI's own load "
+    "(the suite beside it) 5 of 10 pairs of unchanged runs differed by 13-38%, "
+    "significantly (docs/diff.md, 'What a significant verdict means')",
+)
 def test_unchanged_runs_in_separate_processes_raise_no_alarm(tmp_path, capsys):
-    """``--fail-above 10`` gives 0 for every pair. Two processes differ by a few % in median
-    step time while the steps within each are tight, so many pairs are *significant*; the
-    threshold is what keeps them from failing CI (docs/diff.md, "What a significant verdict
-    means").
-    Measured on 2 busy cores (load 4-6): changes within ±6% (the message prints them)."""
+    """``--fail-above 10`` gives 0 for every pair. Two processes differ in median step time
+    while the steps within each are tight, so many pairs are *significant*; the threshold
+    is what keeps them from failing CI only while the spread between processes stays under
+    it. Measured on 2 cores: alone beside other work (load 5-10) every pair passed; in CI's
+    run, the suite on the other core, the medians fell in two clusters (~2.3 and ~3.1 ms)
+    and 5 pairs of 10 were significant regressions of +13.7 to +37.5% (the message prints
+    each pair). Kept as the measurement it is, expected to fail there: the remedy is
+    several runs a side (``--runs``), recorded in turns."""
     paths = [tmp_path / f"run{i}.json" for i in range(2 * PAIRS)]
     record_in_processes(paths, size=256, mms=10, steps=PAIR_STEPS, at_once=4)
     seen = []
