@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["counts", "duration", "plural", "size"]
+__all__ = ["change_pct", "counts", "duration", "p_value", "plural", "signed_duration", "size"]
 
 
 def plural(n: int, word: str) -> str:
@@ -27,6 +27,21 @@ def duration(us: float) -> str:
     if us < 1_000_000:
         return f"{us / 1000:.3f} ms"
     return f"{us / 1_000_000:.3f} s"
+
+
+def signed_duration(us: float) -> str:
+    """A change in microseconds with its sign: ``+2.500 ms``, ``-40.000 us``."""
+    return ("-" if us < 0 else "+") + duration(abs(us))
+
+
+def change_pct(x: float | None) -> str:
+    """A change in %, signed, one decimal; ``-`` where there is none."""
+    return "-" if x is None else f"{x:+.1f}%"
+
+
+def p_value(p: float | None) -> str:
+    """A p-value in two significant digits, ``<0.0001`` below that; ``-`` where none."""
+    return "-" if p is None else f"{p:.2g}" if p >= 0.0001 else "<0.0001"
 
 
 def counts(counts: Mapping[str, int], lead: str = ": ", limit: int = 12) -> str:

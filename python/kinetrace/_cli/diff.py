@@ -13,7 +13,7 @@ from typing import Any
 
 from kinetrace._cli.args import add_threads_option, non_negative_int
 from kinetrace._cli.status import DONE, REGRESSION, run_tool
-from kinetrace._text import duration
+from kinetrace._text import change_pct, duration, p_value, signed_duration
 from kinetrace._tools.diff import MIN_STEPS, DiffResult, StepComparison, diff
 from kinetrace._tools.diff_hta import Pick, diff_hta
 from kinetrace._tools.diff_html import write_html
@@ -31,20 +31,8 @@ WIDTH = 100
 MARKDOWN_LINES = 60
 
 
-def _signed(us: float) -> str:
-    return ("-" if us < 0 else "+") + duration(abs(us))
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:+.1f}%"
-
-
-def _p(p: float | None) -> str:
-    return "-" if p is None else f"{p:.2g}" if p >= 0.0001 else "<0.0001"
-
-
 def _p_is(p: float | None) -> str:
-    text = _p(p)
+    text = p_value(p)
     return f"p{text}" if text.startswith("<") else f"p={text}"
 
 
@@ -58,7 +46,8 @@ def verdict_lines(v: StepComparison, what: str = "step time") -> tuple[str, str]
     assert v.base_median_us is not None and v.new_median_us is not None
     said = "~ (not significant)" if v.verdict == "~" else f"NEW is {v.verdict}"
     return (
-        f"{what}: {said}, {_pct(v.change_pct)} [{_pct(v.ci_low_pct)}, {_pct(v.ci_high_pct)}] "
+        f"{what}: {said}, {change_pct(v.change_pct)} "
+        f"[{change_pct(v.ci_low_pct)}, {change_pct(v.ci_high_pct)}] "
         f"{_p_is(v.p_value)}",
         f"median {duration(v.base_median_us)} -> {duration(v.new_median_us)} "
         f"({v.base_steps} vs {v.new_steps} steps)",
@@ -72,12 +61,16 @@ def _rank_rows(result: DiffResult) -> list[str]:
     for r in result.ranks:
         v = r.steps
         label = str(r.rank) if r.rank == r.new_rank else f"{r.rank}/{r.new_rank}"
-        ci = f"[{_pct(v.ci_low_pct)}, {_pct(v.ci_high_pct)}]" if v.ci_low_pct is not None else "-"
+        ci = (
+            f"[{change_pct(v.ci_low_pct)}, {change_pct(v.ci_high_pct)}]"
+            if v.ci_low_pct is not None
+            else "-"
+        )
         b = "-" if v.base_median_us is None else duration(v.base_median_us)
         n = "-" if v.new_median_us is None else duration(v.new_median_us)
         lines.append(
-            f"{label:>5}  {b:>11}  {n:>11}  {_pct(v.change_pct):>7}  {ci:>17}  "
-            f"{_p(v.p_value):>7}  {v.verdict}"
+            f"{label:>5}  {b:>11}  {n:>11}  {change_pct(v.change_pct):>7}  {ci:>17}  "
+            f"{p_value(v.p_value):>7}  {v.verdict}"
         )
     return lines
 
@@ -88,7 +81,7 @@ def _breakdown_rows(result: DiffResult) -> list[str]:
         for c in r.breakdown:
             lines.append(
                 f"{r.rank:>5}  {c.name:<12}  {duration(c.base_us):>11}  "
-                f"{duration(c.new_us):>11}  {_signed(c.change_us):>12}"
+                f"{duration(c.new_us):>11}  {signed_duration(c.change_us):>12}"
             )
     return lines
 
@@ -99,7 +92,8 @@ def _kernel_rows(result: DiffResult) -> list[str]:
         counts = f"{k.base_count:.3g}->{k.new_count:.3g}"
         name = row_label(k.status, k.name, k.new_name)
         row = (
-            f"{_signed(k.change_us):>12}  {duration(k.base_us):>11}  {duration(k.new_us):>11}  "
+            f"{signed_duration(k.change_us):>12}  {duration(k.base_us):>11}  "
+            f"{duration(k.new_us):>11}  "
             f"{counts:>15}  "
         )
         room = WIDTH - len(row)
@@ -113,11 +107,11 @@ def _operator_rows(result: DiffResult) -> list[str]:
     ]
     for o in result.operators[:TOP]:
         counts = f"{o.base_count:.3g}->{o.new_count:.3g}"
-        cpu = _signed(o.new_self_us - o.base_self_us)
-        gpu = _signed(o.new_gpu_us - o.base_gpu_us)
+        cpu = signed_duration(o.new_self_us - o.base_self_us)
+        gpu = signed_duration(o.new_gpu_us - o.base_gpu_us)
         name = row_label(o.status, o.name, o.new_name)
         name += f" {o.input_dims}" if o.input_dims and o.input_dims != "[]" else ""
-        row = f"{_signed(o.change_us):>12}  {cpu:>11}  {gpu:>11}  {counts:>15}  "
+        row = f"{signed_duration(o.change_us):>12}  {cpu:>11}  {gpu:>11}  {counts:>15}  "
         room = WIDTH - len(row)
         lines.append(row + (name if len(name) <= room else name[: room - 3] + "..."))
     return lines
@@ -161,9 +155,13 @@ def _markdown_ranks(result: DiffResult) -> list[str]:
         v = r.steps
         b = "-" if v.base_median_us is None else duration(v.base_median_us)
         n = "-" if v.new_median_us is None else duration(v.new_median_us)
-        ci = f"[{_pct(v.ci_low_pct)}, {_pct(v.ci_high_pct)}]" if v.ci_low_pct is not None else "-"
+        ci = (
+            f"[{change_pct(v.ci_low_pct)}, {change_pct(v.ci_high_pct)}]"
+            if v.ci_low_pct is not None
+            else "-"
+        )
         label = str(r.rank) if r.rank == r.new_rank else f"{r.rank}/{r.new_rank}"
-        cells = [label, b, n, _pct(v.change_pct), ci, _p(v.p_value), v.verdict]
+        cells = [label, b, n, change_pct(v.change_pct), ci, p_value(v.p_value), v.verdict]
         lines.append(f"| {' | '.join(cells)} |")
     return lines
 
@@ -172,7 +170,7 @@ def _markdown_kernels(result: DiffResult) -> list[str]:
     lines = ["| change/step | BASE/step | NEW/step | GPU activity |", "|---:|---:|---:|---|"]
     for k in result.kernels[:TOP]:
         lines.append(
-            f"| {_signed(k.change_us)} | {duration(k.base_us)} | {duration(k.new_us)} | "
+            f"| {signed_duration(k.change_us)} | {duration(k.base_us)} | {duration(k.new_us)} | "
             f"{_md_name(k.status, k.name, k.new_name)} |"
         )
     return lines
@@ -193,11 +191,11 @@ def _markdown_operators(result: DiffResult) -> list[str]:
         "|---:|---:|---:|---|---|",
     ]
     for o in result.operators[:TOP]:
-        cpu = _signed(o.new_self_us - o.base_self_us)
-        gpu = _signed(o.new_gpu_us - o.base_gpu_us)
+        cpu = signed_duration(o.new_self_us - o.base_self_us)
+        gpu = signed_duration(o.new_gpu_us - o.base_gpu_us)
         dims = o.input_dims.replace("|", "\\|")[:80]
         lines.append(
-            f"| {_signed(o.change_us)} | {cpu} | {gpu} | "
+            f"| {signed_duration(o.change_us)} | {cpu} | {gpu} | "
             f"{_md_name(o.status, o.name, o.new_name)} | {dims} |"
         )
     return lines

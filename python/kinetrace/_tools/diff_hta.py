@@ -17,7 +17,7 @@ from typing import Any
 
 from kinetrace import _kinetrace
 from kinetrace._env import available_cpus, require_in_range
-from kinetrace._text import duration
+from kinetrace._text import duration, signed_duration
 from kinetrace._tools.sources import trace_files
 from kinetrace._tools.summary import SummaryWarning
 
@@ -79,7 +79,7 @@ class HtaDiff:
         for op in self.ops[:top]:
             counts = f"{op.base_count}->{op.new_count}"
             row = (
-                f"{_signed(op.diff_us):>12}  {duration(op.base_us):>11}  "
+                f"{signed_duration(op.diff_us):>12}  {duration(op.base_us):>11}  "
                 f"{duration(op.new_us):>11}  {counts:>13}  "
             )
             room = width - len(row)
@@ -102,14 +102,11 @@ class HtaDiff:
         for op in self.ops[:top]:
             name = op.name.replace("|", "\\|").replace("`", "'")[:120]
             lines.append(
-                f"| {_signed(op.diff_us)} | {duration(op.base_us)} | {duration(op.new_us)} | "
+                f"| {signed_duration(op.diff_us)} | {duration(op.base_us)} | "
+                f"{duration(op.new_us)} | "
                 f"{op.base_count}->{op.new_count} | `{name}` |"
             )
         return "\n".join(lines)
-
-
-def _signed(us: float) -> str:
-    return ("-" if us < 0 else "+") + duration(abs(us))
 
 
 def _total(d: HtaDiff, side: str) -> float:

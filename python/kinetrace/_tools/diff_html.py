@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from kinetrace._text import duration
+from kinetrace._text import change_pct, duration, p_value, signed_duration
 from kinetrace._tools.diff import DiffResult, StepComparison
 from kinetrace._tools.diff_names import row_label
 from kinetrace._tools.diff_ops import OperatorChange
@@ -40,18 +40,6 @@ class Contributor:
     name: str
     change_us: float
     kind: str
-
-
-def _signed(us: float) -> str:
-    return ("-" if us < 0 else "+") + duration(abs(us))
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:+.1f}%"
-
-
-def _p(p: float | None) -> str:
-    return "-" if p is None else f"{p:.2g}" if p >= 0.0001 else "<0.0001"
 
 
 def operator_label(o: OperatorChange) -> str:
@@ -128,7 +116,7 @@ def _waterfall_svg(result: DiffResult) -> str:
     ]
     for c, before, after in zip(steps, totals[:-1], totals[1:], strict=True):
         cls, colour = ("wf-up", UP) if c.change_us > 0 else ("wf-down", DOWN)
-        rows.append((c.name, before, after, cls, colour, _signed(c.change_us)))
+        rows.append((c.name, before, after, cls, colour, signed_duration(c.change_us)))
     rows.append(
         ("NEW median step", start, v.new_median_us, "wf-end", END, duration(v.new_median_us))
     )
@@ -209,8 +197,9 @@ def _strip_caption(v: StepComparison) -> str:
     return (
         f"Median {duration(v.base_median_us)} (BASE, {v.base_steps} steps) and "
         f"{duration(v.new_median_us)} (NEW, {v.new_steps} steps), the lines: change "
-        f"{_pct(v.change_pct)}, 95% CI [{_pct(v.ci_low_pct)}, {_pct(v.ci_high_pct)}], "
-        f"p={_p(v.p_value)} ({v.test} Mann-Whitney), verdict {v.verdict}."
+        f"{change_pct(v.change_pct)}, "
+        f"95% CI [{change_pct(v.ci_low_pct)}, {change_pct(v.ci_high_pct)}], "
+        f"p={p_value(v.p_value)} ({v.test} Mann-Whitney), verdict {v.verdict}."
     )
 
 
@@ -238,18 +227,24 @@ def _tables(result: DiffResult) -> str:
             v = r.steps
             label = str(r.rank) if r.rank == r.new_rank else f"{r.rank}/{r.new_rank}"
             ci = (
-                f"[{_pct(v.ci_low_pct)}, {_pct(v.ci_high_pct)}]"
+                f"[{change_pct(v.ci_low_pct)}, {change_pct(v.ci_high_pct)}]"
                 if v.ci_low_pct is not None
                 else "-"
             )
             b = "-" if v.base_median_us is None else duration(v.base_median_us)
             n = "-" if v.new_median_us is None else duration(v.new_median_us)
-            rows.append([label, b, n, _pct(v.change_pct), ci, _p(v.p_value), v.verdict])
+            rows.append([label, b, n, change_pct(v.change_pct), ci, p_value(v.p_value), v.verdict])
         head = ["rank", "BASE", "NEW", "change", "95% CI", "p", "verdict"]
         parts += ["<h2>Step time per rank (medians)</h2>", _table(head, rows, 6)]
     if result.ranks and result.kernels:
         rows = [
-            [str(r.rank), c.name, duration(c.base_us), duration(c.new_us), _signed(c.change_us)]
+            [
+                str(r.rank),
+                c.name,
+                duration(c.base_us),
+                duration(c.new_us),
+                signed_duration(c.change_us),
+            ]
             for r in result.ranks
             for c in r.breakdown
         ]
@@ -258,7 +253,7 @@ def _tables(result: DiffResult) -> str:
     if result.kernels:
         rows = [
             [
-                _signed(k.change_us),
+                signed_duration(k.change_us),
                 duration(k.base_us),
                 duration(k.new_us),
                 f"{k.base_count:.3g}->{k.new_count:.3g}",
@@ -272,9 +267,9 @@ def _tables(result: DiffResult) -> str:
     if result.operators:
         rows = [
             [
-                _signed(o.change_us),
-                _signed(o.new_self_us - o.base_self_us),
-                _signed(o.new_gpu_us - o.base_gpu_us),
+                signed_duration(o.change_us),
+                signed_duration(o.new_self_us - o.base_self_us),
+                signed_duration(o.new_gpu_us - o.base_gpu_us),
                 f"{o.base_count:.3g}->{o.new_count:.3g}",
                 operator_label(o),
             ]
