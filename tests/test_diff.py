@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 
 import kinetrace
 from kinetrace._cli import status
@@ -18,7 +17,7 @@ from kinetrace._cli.diff import MARKDOWN_LINES, WIDTH
 from kinetrace._tools.diff import MIN_STEPS, compare_steps
 from kinetrace._tools.diff_stats import bootstrap_change_ci, mann_whitney, median, percentile
 from support.cli import run
-from support.profiles import mm_profile
+from support.profiles import sides_in_turns
 from support.recorders import record_in_processes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,30 +96,15 @@ def test_too_few_steps_give_no_verdict():
 # --- real profiles -------------------------------------------------------------------------
 
 
-def _profile(path: Path, extra: bool) -> Path:
-    """A CPU profile of STEPS recorded steps of MMS matrix products (and one more if
-    ``extra``)."""
-    return mm_profile(path, steps=STEPS, mms=MMS, size=SIZE, extra=EXTRA if extra else None)
-
-
 @pytest.fixture(scope="module")
 def profiles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """BASE and NEW, each a folder of RUNS profiles, made in turns (base, new, base, ...):
     on this shared machine the step time drifts by more than 10% within seconds (measured:
     medians of two back-to-back profiles of one workload 0.3 to 6 ms apart), and turns
     share the drift between the sides."""
-    folder = tmp_path_factory.mktemp("diff")
-    (folder / "base").mkdir()
-    (folder / "new").mkdir()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one core: the machine is shared, steps stay comparable
-    try:
-        for i in range(RUNS):
-            _profile(folder / "base" / f"run{i}.json", False)
-            _profile(folder / "new" / f"run{i}.json", True)
-    finally:
-        torch.set_num_threads(threads)
-    return folder / "base", folder / "new"
+    return sides_in_turns(
+        tmp_path_factory.mktemp("diff"), runs=RUNS, steps=STEPS, mms=MMS, size=SIZE, extra=EXTRA
+    )
 
 
 def test_a_trace_against_itself_changes_nothing(profiles, capsys):

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 import kinetrace
 from kinetrace._cli import status
@@ -25,7 +24,7 @@ from kinetrace._tools.diff_ops import OperatorChange
 from support import chromium
 from support.aftermath import temp_files
 from support.cli import run
-from support.profiles import mm_profile
+from support.profiles import sides_in_turns
 
 #: Profiles per side and recorded steps in each: 18 samples a side, enough for a verdict.
 RUNS = 3
@@ -85,19 +84,9 @@ class Page(HTMLParser):
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """BASE and NEW, each a folder of RUNS profiles, made in turns (base, new, ...)."""
-    folder = tmp_path_factory.mktemp("diffhtml")
-    (folder / "base").mkdir()
-    (folder / "new").mkdir()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one core: the machine is shared, steps stay comparable
-    try:
-        for i in range(RUNS):
-            for side, extra in (("base", None), ("new", EXTRA)):
-                path = folder / side / f"run{i}.json"
-                mm_profile(path, steps=STEPS, mms=MMS, size=SIZE, extra=extra)
-    finally:
-        torch.set_num_threads(threads)
-    return folder / "base", folder / "new"
+    return sides_in_turns(
+        tmp_path_factory.mktemp("diffhtml"), runs=RUNS, steps=STEPS, mms=MMS, size=SIZE, extra=EXTRA
+    )
 
 
 def _step_durations(folder: Path) -> list[float]:

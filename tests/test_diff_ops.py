@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 import kinetrace
 from kinetrace import _kinetrace
@@ -22,6 +21,7 @@ from kinetrace._tools.summary import SummaryWarning
 from support.big import write_big_trace
 from support.cli import run
 from support.interrupts import Sigint, assert_prompt
+from support.profiles import sides_in_turns
 
 #: Profiles per side and recorded steps in each.
 RUNS = 3
@@ -34,36 +34,12 @@ SIZE = 192
 EXTRA = 512
 
 
-def _profile(path: Path, extra: bool) -> Path:
-    x, y = torch.rand(SIZE, SIZE), torch.rand(EXTRA, EXTRA)
-    sched = kinetrace.schedule(wait=0, warmup=1, active=STEPS, repeat=1)
-    cpu = [torch.profiler.ProfilerActivity.CPU]
-    with kinetrace.profile(activities=cpu, record_shapes=True, schedule=sched) as prof:
-        for _ in range(STEPS + 1):
-            for _ in range(MMS):
-                torch.mm(x, x)
-            if extra:
-                torch.mm(y, y)
-            prof.step()
-    prof.export_chrome_trace(str(path))
-    return path
-
-
 @pytest.fixture(scope="module")
 def profiles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """BASE and NEW, RUNS profiles each, made in turns (the machine's drift shared)."""
-    folder = tmp_path_factory.mktemp("diffops")
-    (folder / "base").mkdir()
-    (folder / "new").mkdir()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for i in range(RUNS):
-            _profile(folder / "base" / f"run{i}.json", False)
-            _profile(folder / "new" / f"run{i}.json", True)
-    finally:
-        torch.set_num_threads(threads)
-    return folder / "base", folder / "new"
+    return sides_in_turns(
+        tmp_path_factory.mktemp("diffops"), runs=RUNS, steps=STEPS, mms=MMS, size=SIZE, extra=EXTRA
+    )
 
 
 def test_the_added_operator_comes_first_with_its_shapes(profiles, capsys):

@@ -27,3 +27,24 @@ def mm_profile(path: Path, *, steps: int, mms: int, size: int, extra: int | None
             prof.step()
     prof.export_chrome_trace(str(path))
     return path
+
+
+def sides_in_turns(
+    folder: Path, *, runs: int, steps: int, mms: int, size: int, extra: int
+) -> tuple[Path, Path]:
+    """BASE and NEW, the folders ``folder/base`` and ``folder/new`` of ``runs`` profiles
+    each (``run{i}.json``), NEW's with the ``extra`` product: made in turns (base, new,
+    base, ...), so a drift of the shared machine falls on both sides alike, on one thread
+    (steps stay comparable however busy the other core is)."""
+    base, new = folder / "base", folder / "new"
+    base.mkdir()
+    new.mkdir()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for i in range(runs):
+            mm_profile(base / f"run{i}.json", steps=steps, mms=mms, size=size, extra=None)
+            mm_profile(new / f"run{i}.json", steps=steps, mms=mms, size=size, extra=extra)
+    finally:
+        torch.set_num_threads(threads)
+    return base, new
