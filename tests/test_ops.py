@@ -14,14 +14,14 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import kinetrace
 from kinetrace import OpRow
 from kinetrace._cli.ops import WIDTH
-from kinetrace._tools.ops import _row, group_rows
+from kinetrace._tools.ops import group_rows, roofline
 from support.cli import run
 from support.real import REAL_DIR, require_real
 
@@ -284,8 +284,9 @@ def test_ranking_is_by_saveable_time_not_time() -> None:
         raw |= {"flops": 0.0 if nbytes else None, "bytes": nbytes, "kernel_uids": []}
         raw |= {"kernel_time_us": time_us, "kernel_time_ns": round(time_us * 1e3)}
         raw |= {"input_dims": None, "input_type": None, "device": 0}
-        raw |= {"precision": "fp32", "peak_tflops": 1.0}
-        return _row(raw, "exact", 1.0)
+        raw |= {"precision": "fp32", "peak_tflops": 1.0, "time_us": time_us}
+        raw |= roofline(raw["flops"], nbytes, time_us, 1.0, 1.0)
+        return cast(OpRow, raw)
 
     rows = [row("near", 10.0, 9e6), row("near", 10.0, 9e6), row("far", 5.0, 1e6)]
     rows.append(row("unmodelled", 100.0, None))

@@ -31,6 +31,7 @@ __all__ = [
     "ops",
     "ops_gpu",
     "ops_gpu_keys",
+    "ops_rates",
     "recompress",
     "remove_temporaries",
     "repair_trace",
@@ -392,7 +393,16 @@ def diff_hta_side(
     paths: list[str], rank: int | None, iteration: int | None, threads: int
 ) -> _HtaSide: ...
 
-class _OpRow(TypedDict):
+class _Rates(TypedDict):
+    tflops_s: float | None
+    tbs: float | None
+    flops_per_byte: float | None
+    roof_tflops: float | None
+    roof_pct: float | None
+    bound: str | None
+    roof_time_us: float | None
+
+class _OpRow(_Rates):
     uid: int
     name: str
     table: str
@@ -407,6 +417,7 @@ class _OpRow(TypedDict):
     device: int | None
     precision: str | None
     peak_tflops: float | None
+    time_us: float
 
 class _GpuPeaks(TypedDict):
     key: str
@@ -428,6 +439,13 @@ class _OpsFound(TypedDict):
 def ops(path: str, rules: str, gpu: str | None = None) -> _OpsFound: ...
 def ops_gpu(name: str) -> _GpuPeaks | None: ...
 def ops_gpu_keys() -> list[str]: ...
+def ops_rates(
+    flops: float | None,
+    bytes: float | None,
+    time_us: float,
+    peak_tflops: float | None,
+    bandwidth_tbs: float | None,
+) -> _Rates: ...
 
 class _OperatorGroup(TypedDict):
     name: str

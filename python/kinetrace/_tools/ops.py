@@ -8,15 +8,18 @@ dtype, a causal mask of any shape as its triangle, each operator once at the out
 modelled one) and ``"tracelens"`` (AMD's TraceLens figures, commit 171dd74, quirks
 included: the rows of its per-family tables). The reading is the native module's: one
 streaming pass, the GIL released; the GPU and the peak of each row come from the native
-peaks table (``src/tools/ops/peaks.rs``), the roofline arithmetic is here.
+peaks table (``src/tools/ops/peaks.rs``), the roofline arithmetic from the native
+``src/tools/ops/rates.rs`` (the rows come with it; the groups' is asked for here).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypedDict, cast
 
@@ -182,52 +185,24 @@ def roofline(
     """The roofline figures of ``flops`` and ``nbytes`` done in ``time_us``, against a
     compute peak (TFLOPS) and a bandwidth (TB/s): the keys ``tflops_s``, ``tbs``,
     ``flops_per_byte``, ``roof_tflops``, ``roof_pct``, ``bound``, ``roof_time_us`` of
-    :class:`OpRow` (``None`` where they do not apply)."""
-    seconds = time_us * 1e-6
-    out: dict[str, Any] = {
-        "tflops_s": flops / seconds / 1e12 if flops is not None and seconds > 0 else None,
-        "tbs": nbytes / seconds / 1e12 if nbytes is not None and seconds > 0 else None,
-        "flops_per_byte": flops / nbytes if flops is not None and nbytes else None,
-        "roof_tflops": None,
-        "roof_pct": None,
-        "bound": None,
-        "roof_time_us": None,
-    }
-    if flops is None or not peak_tflops or not bandwidth_tbs:
-        return out
-    # Time at each roof, µs: the slower one binds. Equal to achieved / min(peak, I x BW)
-    # where there are FLOPs, and defined for a pure copy (no FLOPs) too.
-    compute_us = flops / (peak_tflops * 1e6)
-    memory_us = (nbytes or 0.0) / (bandwidth_tbs * 1e6)
-    out["roof_time_us"] = max(compute_us, memory_us)
-    out["bound"] = "compute" if compute_us >= memory_us else "memory"
-    intensity = out["flops_per_byte"]
-    out["roof_tflops"] = (
-        peak_tflops if intensity is None else min(peak_tflops, intensity * bandwidth_tbs)
-    )
-    if time_us > 0:
-        out["roof_pct"] = 100.0 * out["roof_time_us"] / time_us
-    return out
+    :class:`OpRow` (``None`` where they do not apply). The native module's arithmetic
+    (``src/tools/ops/rates.rs``), which fills in the rows' own."""
+    return dict(_kinetrace.ops_rates(flops, nbytes, time_us, peak_tflops, bandwidth_tbs))
 
 
-def _row(
-    native: Mapping[str, Any],
-    rules: str,
-    bandwidth: float | None,
-    texts: dict[str, str] | None = None,
-) -> OpRow:
-    """The native row completed in place (a copy per row would double the rows' memory
-    while both live: ~1 KB a row), its texts shared with the rows' equal ones (``texts``:
-    a group's instances repeat them, ~200 B a row)."""
-    raw = cast(dict[str, Any], native)
-    for key in ("name", "input_dims", "input_type"):
-        if texts is not None and (text := raw[key]) is not None:
-            raw[key] = texts.setdefault(text, text)
-    time_us = raw["kernel_time_us"] if rules == "tracelens" else raw["kernel_time_ns"] / 1e3
-    figures = roofline(raw["flops"], raw["bytes"], time_us, raw["peak_tflops"], bandwidth)
-    raw["time_us"] = time_us
-    raw.update(figures)
-    return cast(OpRow, raw)
+@contextmanager
+def _collection_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while the rows are made and grouped: each row is a
+    new dict holding a new list, so the collector would run every few hundred rows and walk
+    every row made so far (a third of ``ops``' time on a 0.26 GB trace, more as the rows
+    grow); they hold no cycles to find."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _group(rows: list[OpRow], bandwidth: float | None) -> OpGroup:
@@ -300,13 +275,13 @@ def ops(
     if gpu is not None and known_gpu(gpu) is None:
         raise ValueError(f"unknown GPU {gpu!r}; known: {', '.join(gpu_keys())}")
     start = time.perf_counter()
-    found = _kinetrace.ops(os.fspath(path), rules, gpu)
-    choice = found["gpu"]
-    peaks = None if choice["gpu"] is None else GpuPeaks(**choice["gpu"])
-    bandwidth = None if peaks is None else peaks["bandwidth_tbs"]
-    texts: dict[str, str] = {}
-    rows = [_row(r, rules, bandwidth, texts) for r in found["rows"]]
-    del texts
+    with _collection_paused():
+        found = _kinetrace.ops(os.fspath(path), rules, gpu)
+        choice = found["gpu"]
+        peaks = None if choice["gpu"] is None else GpuPeaks(**choice["gpu"])
+        bandwidth = None if peaks is None else peaks["bandwidth_tbs"]
+        rows = found["rows"]
+        groups = group_rows(rows, bandwidth)
     return OpsReport(
         path=os.fspath(path),
         rules=rules,
@@ -316,5 +291,5 @@ def ops(
         note=choice["note"],
         seconds=time.perf_counter() - start,
         rows=rows,
-        groups=group_rows(rows, bandwidth),
+        groups=groups,
     )

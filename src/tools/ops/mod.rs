@@ -21,6 +21,7 @@ mod extensions;
 mod gemm;
 mod norm;
 pub(crate) mod peaks;
+pub(crate) mod rates;
 mod reduce;
 pub(crate) mod roofline;
 

@@ -1,7 +1,7 @@
 //! What each row's roofline is drawn against: the trace's GPU (its `deviceProperties`
 //! entry of the device the rows' kernels ran on, or `--gpu`) and the peak that applies to
-//! the row (its family and the dtype of its main operand). The arithmetic on the rows
-//! (rates, % of roofline, bound) is the Python side's (`kinetrace._tools.ops`).
+//! the row (its family and the dtype of its main operand). The arithmetic against them
+//! (rates, % of roofline, bound) is `rates.rs`'.
 
 use super::args::{parse, Value};
 use super::peaks::{find_gpu, Gpu, Precision};
