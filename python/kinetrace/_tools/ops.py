@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, TypedDict
 
 from kinetrace import _kinetrace
 
