@@ -146,9 +146,9 @@ def test_unreadable_input(tool, cause, tmp_path, capsys):
         pytest.skip("no /proc/self/mem to fail a read")
     src = UNREADABLE[cause](tmp_path)
     argv = _args(tool, src, tmp_path / "out")
-    if tool in ("merge", "summary", "parquet", "diff") and cause == "directory":
-        # merge, summary and parquet read the traces in a directory: an empty one holds none,
-        # which the error says in the tool's own name (one sources helper for the three).
+    if tool in ("merge", "summary", "parquet", "diff", "ops") and cause == "directory":
+        # These read the traces in a directory: an empty one holds none, which the error
+        # says in the tool's own name (one sources helper for them all).
         assert run(*argv) == status.FAILED
         err = capsys.readouterr().err
         assert f"{src}: no trace file (*.json, *.json.gz) in this directory for {tool}" in err

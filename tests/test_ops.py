@@ -12,7 +12,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,7 +24,9 @@ import kinetrace
 from kinetrace import OpRow
 from kinetrace._cli.ops import WIDTH
 from kinetrace._tools.ops import group_rows, roofline
+from support.big import write_big_trace
 from support.cli import run
+from support.interrupts import Sigint, assert_prompt
 from support.real import REAL_DIR, require_real
 
 REF_DIR = REAL_DIR.parent / "notes" / "tracelens-ref"
@@ -365,3 +369,52 @@ def test_json_keys_are_the_documented_ones(capsys: pytest.CaptureFixture[str]) -
     assert set(found["rows"][0]) == documented["rows"]
     assert set(found["groups"][0]) == documented["groups"]
     assert found["rules"] == "tracelens" and any(r["bwd"] is False for r in found["rows"])
+
+
+DLRM_RANKS = Path("param") / "dlrm_kineto"
+
+
+def test_a_folder_of_ranks_is_each_rank_read_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder of an 8-rank job: its rows are each rank's own report's (rank by rank, the
+    ranks `summary` gives the files), its groups count the instances of every rank, and
+    the files read at once give what one at a time gives."""
+    folder = require_real() / DLRM_RANKS
+    found = kinetrace.ops(folder, threads=2)
+    summary = kinetrace.summarize(folder)
+    assert found.sources == tuple(r.source for r in summary.ranks)
+    assert found.ranks == tuple(r.rank for r in summary.ranks) == tuple(range(8))
+    expected: list[OpRow] = []
+    for source, rank in zip(found.sources, found.ranks, strict=True):
+        alone = kinetrace.ops(source)
+        assert alone.ranks == (rank,) and alone.rows
+        expected += alone.rows
+    assert found.rows == expected
+    assert {r["rank"] for r in found.rows} == set(range(8))
+    counts: dict[tuple[str, bool, str | None, str | None], int] = {}
+    for r in expected:
+        key = (r["name"], r["bwd"], r["input_dims"], r["input_type"])
+        counts[key] = counts.get(key, 0) + 1
+    assert {(g.name, g.bwd, g.input_dims, g.input_type): g.count for g in found.groups} == counts
+    assert kinetrace.ops(folder, threads=1).rows == found.rows
+    assert found.label.endswith("and 7 more ranks")
+    assert run("ops", folder, "-j", "2") == 0
+    assert capsys.readouterr().out.startswith(found.label + "\n")
+    # Two files of one rank: refused, as summary and merge refuse them.
+    first = folder / os.path.basename(found.sources[0])
+    for name in ("a.json", "b.json"):
+        shutil.copy(first, tmp_path / name)
+    with pytest.raises(ValueError, match=r"are both rank 0: give ops one rank's file at a time"):
+        kinetrace.ops(tmp_path)
+
+
+def test_ctrl_c_while_the_ranks_are_read(tmp_path: Path) -> None:
+    """Ctrl-C reaches ops while its readers are busy (two ~60 MB ranks read at once, 20 ms
+    in): a prompt KeyboardInterrupt, not a wait for every read."""
+    for rank in range(2):
+        write_big_trace(tmp_path / f"r{rank}.json", 60 << 20, rank=rank, world_size=2)
+    with Sigint().installed() as sigint:
+        sigint.after(0.02)
+        latency = sigint.expect(lambda: kinetrace.ops(tmp_path, threads=2))
+    assert_prompt(latency)

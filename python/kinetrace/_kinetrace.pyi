@@ -404,6 +404,7 @@ class _Rates(TypedDict):
 
 class _OpRow(_Rates):
     uid: int
+    rank: int
     name: str
     table: str
     bwd: bool
@@ -432,11 +433,13 @@ class _GpuChoice(TypedDict):
     device_name: str | None
     note: str | None
 
-class _OpsFound(TypedDict):
+class _OpsRank(TypedDict):
+    source: str
+    rank: int
     rows: list[_OpRow]
     gpu: _GpuChoice
 
-def ops(path: str, rules: str, gpu: str | None = None) -> _OpsFound: ...
+def ops(paths: list[str], rules: str, threads: int, gpu: str | None = None) -> list[_OpsRank]: ...
 def ops_gpu(name: str) -> _GpuPeaks | None: ...
 def ops_gpu_keys() -> list[str]: ...
 def ops_rates(

@@ -1,4 +1,4 @@
-//! `ops`: the FLOPs, bytes and GPU time of each operator instance of a trace for Python
+//! `ops`: the FLOPs, bytes and GPU time of each operator instance of traces for Python
 //! (`kinetrace.ops`), read with the GIL released and Ctrl-C answered between waits, with
 //! the GPU its roofline is drawn against (see `crate::tools::ops`).
 
@@ -14,7 +14,7 @@ use super::interrupt::detached;
 use crate::tools::ops::peaks::{gpu_by_user_name, Gpu, Precision, GPUS};
 use crate::tools::ops::rates::{rates, Rates, Roof};
 use crate::tools::ops::roofline::{peak_of, GpuChoice};
-use crate::tools::ops::{rows, InstanceRow, Rules};
+use crate::tools::ops::{reports, InstanceRow, Rules};
 
 /// Python strings of the rows' texts, one object per distinct text (a group's instances
 /// repeat their name and inputs: ~200 B a row saved, and no new string made).
@@ -49,16 +49,18 @@ fn set_rates(d: &Bound<'_, PyDict>, r: &Rates) -> PyResult<()> {
     d.set_item(intern!(py, "roof_time_us"), r.roof_time_us)
 }
 
-/// A row as `OpRow`, its roofline against `gpu`'s peak and bandwidth.
+/// A row of rank `rank` as `OpRow`, its roofline against `gpu`'s peak and bandwidth.
 fn row_dict<'py>(
     py: Python<'py>,
     r: &InstanceRow,
+    rank: i64,
     rules: Rules,
     gpu: Option<&Gpu>,
     texts: &mut Texts<'py>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item(intern!(py, "uid"), r.uid)?;
+    d.set_item(intern!(py, "rank"), rank)?;
     d.set_item(intern!(py, "name"), texts.get(py, &r.name))?;
     d.set_item(intern!(py, "table"), texts.get(py, r.table.label()))?;
     d.set_item(intern!(py, "bwd"), r.bwd)?;
@@ -154,17 +156,19 @@ fn ops_gpu_keys() -> Vec<&'static str> {
     GPUS.iter().map(|g| g.key).collect()
 }
 
-/// The instance rows of the trace at `path` under `rules` (`"exact"` or `"tracelens"`) and
-/// its GPU (`gpu`: a `--gpu` name, else the trace's): `{"rows": [...], "gpu": ...}` (the
-/// fields of `_OpsFound` in `_kinetrace.pyi`).
+/// The instance rows of the traces at `paths` (one rank each, read `threads` files at once)
+/// under `rules` (`"exact"` or `"tracelens"`), each against its trace's GPU (`gpu`: a
+/// `--gpu` name, else the trace's): per rank, in rank order, `{"source", "rank", "rows",
+/// "gpu"}` (the fields of `_OpsRank` in `_kinetrace.pyi`).
 #[pyfunction]
-#[pyo3(signature = (path, rules, gpu=None))]
+#[pyo3(signature = (paths, rules, threads, gpu=None))]
 fn ops<'py>(
     py: Python<'py>,
-    path: PathBuf,
+    paths: Vec<PathBuf>,
     rules: &str,
+    threads: usize,
     gpu: Option<&str>,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Bound<'py, PyList>> {
     let rules = match rules {
         "exact" => Rules::Exact,
         "tracelens" => Rules::TraceLens,
@@ -184,17 +188,24 @@ fn ops<'py>(
         None => None,
     };
     let found = detached(py, |interrupted| {
-        rows(&path, rules, user, &mut || interrupted())
+        reports(&paths, rules, user, threads, &mut |_| interrupted())
     })?;
     let out = PyList::empty(py);
     let mut texts = Texts::default();
-    for r in &found.rows {
-        out.append(row_dict(py, r, rules, found.gpu.gpu, &mut texts)?)?;
+    for file in &found {
+        let rows = PyList::empty(py);
+        let gpu = file.report.gpu.gpu;
+        for r in &file.report.rows {
+            rows.append(row_dict(py, r, file.rank, rules, gpu, &mut texts)?)?;
+        }
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "source"), file.source.as_os_str())?;
+        d.set_item(intern!(py, "rank"), file.rank)?;
+        d.set_item(intern!(py, "rows"), rows)?;
+        d.set_item(intern!(py, "gpu"), choice_dict(py, &file.report.gpu)?)?;
+        out.append(d)?;
     }
-    let d = PyDict::new(py);
-    d.set_item(intern!(py, "rows"), out)?;
-    d.set_item(intern!(py, "gpu"), choice_dict(py, &found.gpu)?)?;
-    Ok(d)
+    Ok(out)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

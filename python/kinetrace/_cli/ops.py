@@ -1,4 +1,4 @@
-"""``kinetrace ops PATH [--rules exact|tracelens] [--gpu NAME] [--top N] [--json] [--html
+"""``kinetrace ops PATH... [--rules exact|tracelens] [--gpu NAME] [--top N] [--json] [--html
 FILE]``: how close each operator's GPU time came to the GPU's roofline, the groups that
 could save the most time first."""
 
@@ -10,7 +10,7 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from kinetrace._cli.args import int_in_range
+from kinetrace._cli.args import add_threads_option, int_in_range
 from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import duration
 from kinetrace._tools.ops import OpGroup, OpsReport, gpu_keys, known_gpu, ops
@@ -61,6 +61,7 @@ def report(found: OpsReport, top: int) -> str:
     save = sum(g.saveable_us or 0.0 for g in found.groups)
     saveable = "no roofline" if found.gpu is None else f"{duration(save)} saveable at the roofline"
     lines = [
+        _cut(found.label, WIDTH),
         f"{len(found.rows):,} operator rows in {len(found.groups):,} groups "
         f"({found.rules} rules, read in {found.seconds:.2f} s)",
         f"GPU time {duration(time_us)}, {saveable}",
@@ -85,11 +86,11 @@ def cmd_ops(args: argparse.Namespace) -> int:
         0 on success, 1 when the file is not a trace, 2 when it cannot be read
         (:mod:`kinetrace._cli.status`).
     """
-    return run_tool(PROG, [args.path], lambda: _ops(args))
+    return run_tool(PROG, args.paths, lambda: _ops(args), directories=True)
 
 
 def _ops(args: argparse.Namespace) -> int:
-    found = ops(args.path, rules=args.rules, gpu=args.gpu)
+    found = ops(args.paths, rules=args.rules, gpu=args.gpu, threads=args.threads)
     if args.html:
         write_ops_html(found, args.html)
     if args.json:
@@ -123,16 +124,19 @@ def add_parser(subparsers: Any) -> None:
         "ops",
         help="how close each operator came to the GPU's roofline",
         description=(
-            "For one trace file (.json or gzip, recorded with record_shapes=True): each CPU "
-            "operator's FLOPs and bytes from its recorded shapes, the busy time of the GPU "
-            "work it launched, its TFLOPS/s, TB/s and share of the GPU's roofline; the "
-            "operators grouped by name and inputs, the groups that could save the most GPU "
-            "time at their roofline first. The GPU comes from the trace's deviceProperties, "
-            "or --gpu. --rules tracelens gives TraceLens's figures. "
+            "For trace files (.json or gzip, recorded with record_shapes=True; one rank "
+            "each, or folders of ranks): each CPU operator's FLOPs and bytes from its "
+            "recorded shapes, the busy time of the GPU work it launched, its TFLOPS/s, TB/s "
+            "and share of the GPU's roofline; the operators grouped by name and inputs over "
+            "every rank, the groups that could save the most GPU time at their roofline "
+            "first. The GPU comes from the trace's deviceProperties, or --gpu. --rules "
+            "tracelens gives TraceLens's figures. "
             + exit_statuses(failed="failed (the file is not a trace)")
         ),
     )
-    parser.add_argument("path", metavar="PATH", help="a trace file")
+    parser.add_argument(
+        "paths", nargs="+", metavar="PATH", help="trace files or directories (one rank each)"
+    )
     parser.add_argument("--rules", choices=("exact", "tracelens"), default="exact")
     parser.add_argument(
         "--gpu",
@@ -148,6 +152,7 @@ def add_parser(subparsers: Any) -> None:
         help="groups the table lists, 1-10000 (default 10)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_threads_option(parser, 1024, "files read at once")
     parser.add_argument(
         "--html",
         metavar="FILE",

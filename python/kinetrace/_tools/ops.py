@@ -24,6 +24,8 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal, TypedDict
 
 from kinetrace import _kinetrace
+from kinetrace._env import available_cpus, require_in_range
+from kinetrace._tools.sources import trace_files
 
 __all__ = ["GpuPeaks", "OpGroup", "OpRow", "OpsReport", "gpu_keys", "known_gpu", "ops"]
 
@@ -47,7 +49,8 @@ class GpuPeaks(TypedDict):
 class OpRow(TypedDict):
     """One operator instance of a family table.
 
-    ``uid`` is the index of the operator's event in ``traceEvents``; ``table`` its family
+    ``uid`` is the index of the operator's event in ``traceEvents`` of its rank's file
+    (``rank``: as ``summary`` and ``merge`` number them); ``table`` its family
     (``"GEMM"``, ``"UnaryElementwise"``, ``"BinaryElementwise"``, ``"Normalization"``,
     ``"Reduce"``, ``"CONV"``, ``"SDPA"``, ``"RMSNorm"``, ``"InferenceAttention"``,
     ``"RoPE"``; under ``exact``, ``"unmodelled"`` for an operator no model covers that
@@ -71,6 +74,7 @@ class OpRow(TypedDict):
     bandwidth)."""
 
     uid: int
+    rank: int
     name: str
     table: str
     bwd: bool
@@ -131,13 +135,16 @@ class OpGroup:
 
 @dataclass(frozen=True)
 class OpsReport:
-    """What :func:`ops` found in one trace: the instance ``rows`` (operators in file order)
-    and their ``groups``, ranked by ``saveable_us`` (most first; groups without a roofline
-    last, by time); ``gpu`` the GPU of the roofline (``None`` when none was found: ``note``
-    says why), ``gpu_from`` (``"deviceProperties"`` or ``"--gpu"``), ``device_name`` (the
-    trace's name for it), ``note``; ``seconds`` the time the reading took."""
+    """What :func:`ops` found in the trace files ``sources`` (one rank each, ``ranks``
+    theirs, in rank order): the instance ``rows`` (rank by rank, operators in file order)
+    and their ``groups`` over every rank, ranked by ``saveable_us`` (most first; groups
+    without a roofline last, by time); ``gpu`` the GPU of the roofline (the first rank's;
+    ``None`` when none was found: ``note`` says why), ``gpu_from`` (``"deviceProperties"``
+    or ``"--gpu"``), ``device_name`` (the trace's name for it), ``note``; ``seconds`` the
+    time the reading took."""
 
-    path: str
+    sources: tuple[str, ...]
+    ranks: tuple[int, ...]
     rules: str
     gpu: GpuPeaks | None
     gpu_from: str
@@ -146,6 +153,13 @@ class OpsReport:
     seconds: float
     rows: list[OpRow]
     groups: list[OpGroup]
+
+    @property
+    def label(self) -> str:
+        """The first source's file name, and how many ranks more."""
+        more = len(self.sources) - 1
+        first = os.path.basename(self.sources[0])
+        return first if more == 0 else f"{first} and {more} more rank{'s' * (more > 1)}"
 
     def to_json(self) -> dict[str, Any]:
         """The report as ``--json`` prints it (keys in docs/ops.md)."""
@@ -250,45 +264,80 @@ def group_rows(rows: Iterable[OpRow], bandwidth: float | None) -> list[OpGroup]:
     return groups
 
 
+def _note(found: list[_kinetrace._OpsRank]) -> str | None:
+    """The ranks' notes on their GPUs, each once (with its rank where there are several),
+    and a note where the ranks' GPUs differ: each row is measured against its own rank's,
+    the groups against the first rank's."""
+    several = len(found) > 1
+    notes = [
+        f"rank {r['rank']}: {r['gpu']['note']}" if several else r["gpu"]["note"]
+        for r in found
+        if r["gpu"]["note"]
+    ]
+    keys = {None if r["gpu"]["gpu"] is None else r["gpu"]["gpu"]["key"] for r in found}
+    if len(keys) > 1:
+        notes.append(
+            f"the ranks' GPUs differ ({', '.join(sorted(str(k) for k in keys))}): each row is "
+            f"measured against its rank's, the groups against rank {found[0]['rank']}'s"
+        )
+    return "; ".join(dict.fromkeys(notes)) or None
+
+
 def ops(
-    path: str | os.PathLike[str], *, rules: Rules = "exact", gpu: str | None = None
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    rules: Rules = "exact",
+    gpu: str | None = None,
+    threads: int | None = None,
 ) -> OpsReport:
-    """The instance rows of one trace file (``.json`` or gzip), operators in file order,
-    each against the GPU's roofline, and their groups ranked by the time they could save.
+    """The instance rows of trace files (``.json`` or gzip, one rank each) or directories of
+    them, rank by rank and operators in file order, each against its trace's GPU roofline,
+    and their groups over every rank, ranked by the time they could save.
 
     Args:
-        path: a trace file.
+        paths: a trace file or directory, or several.
         rules: ``"exact"`` (default) or ``"tracelens"`` (TraceLens's figures, quirks
             included).
         gpu: the GPU of the roofline (a key of the peaks table such as ``"h100-sxm"``, a
-            device name, or a family such as ``"h100"``); default: the trace's
+            device name, or a family such as ``"h100"``); default: each trace's
             ``deviceProperties`` entry of the device its operators' kernels ran on.
+        threads: files read at once (default: the CPUs available).
 
     Raises:
-        kinetrace.TraceFormatError: the file is not a valid trace.
-        ValueError: ``rules`` or ``gpu`` is unknown.
-        OSError: the file cannot be read.
+        kinetrace.TraceFormatError: a file is not a valid trace.
+        ValueError: ``rules`` or ``gpu`` is unknown, two files claim one rank, or a
+            directory holds no trace.
+        OSError: a file cannot be read.
         KeyboardInterrupt: Ctrl-C.
     """
     if rules not in ("exact", "tracelens"):
         raise ValueError(f"rules must be 'exact' or 'tracelens', not {rules!r}")
     if gpu is not None and known_gpu(gpu) is None:
         raise ValueError(f"unknown GPU {gpu!r}; known: {', '.join(gpu_keys())}")
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files = trace_files(paths, tool="ops")
+    workers = available_cpus() if threads is None else threads
+    require_in_range("threads", workers, 1, 1024)
     start = time.perf_counter()
     with _collection_paused():
-        found = _kinetrace.ops(os.fspath(path), rules, gpu)
-        choice = found["gpu"]
+        found = _kinetrace.ops(files, rules, workers, gpu)
+        choice = found[0]["gpu"]
         peaks = None if choice["gpu"] is None else GpuPeaks(**choice["gpu"])
         bandwidth = None if peaks is None else peaks["bandwidth_tbs"]
-        rows = found["rows"]
+        rows = found[0]["rows"]
+        for later in found[1:]:
+            rows += later["rows"]
+            later["rows"] = []
         groups = group_rows(rows, bandwidth)
     return OpsReport(
-        path=os.fspath(path),
+        sources=tuple(r["source"] for r in found),
+        ranks=tuple(r["rank"] for r in found),
         rules=rules,
         gpu=peaks,
         gpu_from=choice["how"],
         device_name=choice["device_name"],
-        note=choice["note"],
+        note=_note(found),
         seconds=time.perf_counter() - start,
         rows=rows,
         groups=groups,

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::json::decimal::{ns_of, whole_number};
 use crate::json::object::{member, string_body, unescaped, Duplicates};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_ID, SLOT_TS};
+use crate::read::ranks::distributed_rank;
 
 /// What a host event is to the call tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +147,8 @@ pub(crate) struct Collected {
     pub(crate) link_by_correlation: Option<bool>,
     /// The trace's `deviceProperties`.
     pub(crate) devices: Vec<Device>,
+    /// `distributedInfo.rank`, when an integer.
+    pub(crate) distributed_rank: Option<i64>,
     /// The operators' argument texts met so far (see [`OpArgs`]).
     pub(crate) texts: HashSet<Arc<str>>,
 }
@@ -279,6 +282,8 @@ impl Visitor for Collected {
     fn header(&mut self, key: &[u8], raw: &[u8], _after_events: bool) -> Result<()> {
         if key == b"deviceProperties" {
             self.devices = devices_of(raw);
+        } else if key == b"distributedInfo" {
+            self.distributed_rank = distributed_rank(raw);
         }
         Ok(())
     }

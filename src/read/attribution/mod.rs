@@ -88,6 +88,8 @@ pub(crate) struct Attribution {
     pub(crate) gpu: Vec<GpuEvent>,
     /// The trace's `deviceProperties` (empty where it has none).
     pub(crate) devices: Vec<Device>,
+    /// `distributedInfo.rank`, when an integer.
+    pub(crate) distributed_rank: Option<i64>,
 }
 
 impl Attribution {

@@ -153,6 +153,7 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
         ops,
         gpu: c.gpu,
         devices: c.devices,
+        distributed_rank: c.distributed_rank,
     }
 }
 

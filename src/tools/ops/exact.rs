@@ -224,7 +224,7 @@ pub(crate) fn figures(name: &str, inputs: &Inputs) -> Option<Model<Figures>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::ops::{rows, Rules};
+    use crate::tools::ops::{reports, Rules};
 
     /// A layer norm with the native one inside it, a bf16 addmm with an fp32 bias (and an
     /// unmodelled fill inside it launching a kernel), a sum over one dimension, a causal
@@ -255,7 +255,8 @@ mod tests {
         let path = scratch.join("t.json");
         std::fs::write(&path, TRACE).unwrap();
         let figures = |rules| -> Vec<(String, Option<f64>, Option<f64>, i64)> {
-            let found = rows(&path, rules, None, &mut || Ok(())).unwrap().rows;
+            let found = reports(std::slice::from_ref(&path), rules, None, 1, &mut |_| Ok(()));
+            let found = found.unwrap().remove(0).report.rows;
             let out = found.into_iter().map(|r| {
                 let flops = r.figures.map(|f| f.flops);
                 (r.name, flops, r.figures.and_then(|f| f.bytes), r.kernel_ns)

@@ -25,11 +25,12 @@ pub(crate) mod rates;
 mod reduce;
 pub(crate) mod roofline;
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use crate::error::Result;
 use crate::read::attribution::{attribute, tree, Attribution, Op};
-use crate::read::events::ReadOptions;
+use crate::read::ranks::assign_ranks;
+use crate::read::sources::{Reader, Sources};
 use args::{Inputs, Model};
 
 /// An operator's work.
@@ -375,23 +376,57 @@ pub(crate) struct Report {
     pub(crate) gpu: roofline::GpuChoice,
 }
 
-/// The instance rows of the trace at `path` under `rules`, and its GPU (`gpu`, from
-/// `--gpu`, overrides the trace's `deviceProperties`); `progress` is called as the trace
-/// is read (its error stops the read).
-pub(crate) fn rows(
-    path: &Path,
-    rules: Rules,
-    gpu: Option<&'static peaks::Gpu>,
-    progress: &mut dyn FnMut() -> Result<()>,
-) -> Result<Report> {
-    let a = attribute(path, ReadOptions::default(), &mut |_| progress())?;
+/// The instance rows of an attributed trace under `rules`, and its GPU (`gpu`, from
+/// `--gpu`, overrides the trace's `deviceProperties`).
+fn report_of(a: &Attribution, rules: Rules, gpu: Option<&'static peaks::Gpu>) -> Report {
     let rows = match rules {
-        Rules::Exact => exact_rows_of(&a),
-        Rules::TraceLens => tracelens_rows_of(&a),
+        Rules::Exact => exact_rows_of(a),
+        Rules::TraceLens => tracelens_rows_of(a),
     };
     let devices = rows.iter().filter_map(|r| r.device).collect();
     let gpu = roofline::choose_gpu(&a.devices, devices, gpu);
-    Ok(Report { rows, gpu })
+    Report { rows, gpu }
+}
+
+/// One rank's trace file and its [`Report`].
+pub(crate) struct RankReport {
+    pub(crate) source: PathBuf,
+    pub(crate) rank: i64,
+    pub(crate) report: Report,
+}
+
+/// [`report_of`] each trace at `paths` (one rank each), the files read on `threads` threads
+/// of the one sources pool (`read/sources.rs`), `progress` told the bytes read between
+/// waits (its error stops them all). Ranks as `merge` and `summary` find them (refused
+/// where two files claim one), in rank order.
+pub(crate) fn reports(
+    paths: &[PathBuf],
+    rules: Rules,
+    gpu: Option<&'static peaks::Gpu>,
+    threads: usize,
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<Vec<RankReport>> {
+    let sources = Sources::new(paths, threads, 0);
+    let options = sources.read_options;
+    let work = |i: usize, reader: &Reader<'_, _>| {
+        let a = attribute(&paths[i], options, &mut reader.reading())?;
+        Ok((a.distributed_rank, report_of(&a, rules, gpu)))
+    };
+    let found = sources.each(&work, progress)?;
+    let distributed: Vec<Option<i64>> = found.iter().map(|(rank, _)| *rank).collect();
+    let ranks = assign_ranks(paths, &distributed, "give ops one rank's file at a time")?;
+    let mut out: Vec<RankReport> = found
+        .into_iter()
+        .zip(ranks)
+        .zip(paths)
+        .map(|(((_, report), (rank, _)), source)| RankReport {
+            source: source.clone(),
+            rank,
+            report,
+        })
+        .collect();
+    out.sort_by_key(|r| r.rank);
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -82,8 +82,10 @@ fn check_trace(shared: &Path, trace: &str, ref_file: &str, tallies: &mut BTreeMa
         }
     }
     let path = shared.join("traces/TraceLens").join(trace);
-    let rows = super::rows(&path, Rules::TraceLens, None, &mut || Ok(()))
+    let rows = super::reports(&[path], Rules::TraceLens, None, 1, &mut |_| Ok(()))
         .unwrap()
+        .remove(0)
+        .report
         .rows;
     let mut seen = std::collections::HashSet::new();
     for ours in &rows {
