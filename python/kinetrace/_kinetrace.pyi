@@ -3,16 +3,17 @@
 A build with the cargo feature ``test-hooks`` (never a release wheel) also has
 ``_panic_for_tests()`` and ``_Exporter._inject_panic()``, for ``tests/test_panics.py``."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypedDict, final, overload
+from typing import Any, ClassVar, Literal, SupportsIndex, TypedDict, final, overload
 
 from typing_extensions import Self
 
 __all__ = [
     "EXTERNAL_ID_EXCLUDED",
     "POLL_INTERVAL_MS",
+    "OpRows",
     "_Accessors",
     "_Discard",
     "_Exporter",
@@ -31,7 +32,6 @@ __all__ = [
     "ops",
     "ops_gpu",
     "ops_gpu_keys",
-    "ops_rates",
     "recompress",
     "remove_temporaries",
     "repair_trace",
@@ -433,22 +433,52 @@ class _GpuChoice(TypedDict):
     device_name: str | None
     note: str | None
 
+@final
+class OpRows(Sequence[_OpRow]):
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: SupportsIndex, /) -> _OpRow: ...
+    @overload
+    def __getitem__(self, index: slice, /) -> list[_OpRow]: ...
+    def __iter__(self) -> Iterator[_OpRow]: ...
+
+class _OpGroup(TypedDict):
+    name: str
+    table: str
+    bwd: bool
+    input_dims: str | None
+    input_type: str | None
+    count: int
+    time_us: float
+    mean_us: float
+    median_us: float
+    min_us: float
+    max_us: float
+    flops: float | None
+    bytes: float | None
+    tflops_s: float | None
+    tbs: float | None
+    flops_per_byte: float | None
+    precision: str | None
+    peak_tflops: float | None
+    roof_pct: float | None
+    bound: str | None
+    roof_time_us: float | None
+    saveable_us: float | None
+
 class _OpsRank(TypedDict):
     source: str
     rank: int
-    rows: list[_OpRow]
     gpu: _GpuChoice
 
-def ops(paths: list[str], rules: str, threads: int, gpu: str | None = None) -> list[_OpsRank]: ...
+class _OpsFound(TypedDict):
+    ranks: list[_OpsRank]
+    rows: OpRows
+    groups: list[_OpGroup]
+
+def ops(paths: list[str], rules: str, threads: int, gpu: str | None = None) -> _OpsFound: ...
 def ops_gpu(name: str) -> _GpuPeaks | None: ...
 def ops_gpu_keys() -> list[str]: ...
-def ops_rates(
-    flops: float | None,
-    bytes: float | None,
-    time_us: float,
-    peak_tflops: float | None,
-    bandwidth_tbs: float | None,
-) -> _Rates: ...
 
 class _OperatorGroup(TypedDict):
     name: str

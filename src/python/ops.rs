@@ -1,39 +1,25 @@
 //! `ops`: the FLOPs, bytes and GPU time of each operator instance of traces for Python
 //! (`kinetrace.ops`), read with the GIL released and Ctrl-C answered between waits, with
-//! the GPU its roofline is drawn against (see `crate::tools::ops`).
+//! the GPU its roofline is drawn against (see `crate::tools::ops`). The rows stay here,
+//! ~150 B each, and become dicts one at a time as Python asks for them (`OpRows`): a 1 GB
+//! trace has ~0.66M, ~1.6 KB each as dicts; the groups Python gets are made here too.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList, PySlice};
 
 use super::interrupt::detached;
+use crate::tools::ops::groups::{groups, Group, RankedRow};
 use crate::tools::ops::peaks::{gpu_by_user_name, Gpu, Precision, GPUS};
-use crate::tools::ops::rates::{rates, Rates, Roof};
-use crate::tools::ops::roofline::{peak_of, GpuChoice};
-use crate::tools::ops::{reports, InstanceRow, Rules};
+use crate::tools::ops::rates::{Rates, Roof};
+use crate::tools::ops::roofline::GpuChoice;
+use crate::tools::ops::{reports, Rules};
 
-/// Python strings of the rows' texts, one object per distinct text (a group's instances
-/// repeat their name and inputs: ~200 B a row saved, and no new string made).
-#[derive(Default)]
-struct Texts<'py>(HashMap<String, Bound<'py, PyString>>);
-
-impl<'py> Texts<'py> {
-    fn get(&mut self, py: Python<'py>, text: &str) -> Bound<'py, PyString> {
-        if let Some(known) = self.0.get(text) {
-            return known.clone();
-        }
-        let new = PyString::new(py, text);
-        self.0.insert(text.to_owned(), new.clone());
-        new
-    }
-}
-
-/// The roofline figures of [`Rates`] into `d` (its keys and labels Python's interned
-/// strings: ~20 a row otherwise made and freed again) (the keys of `OpRow` and `_Rates`).
+/// The roofline figures of [`Rates`] into `d` (the keys of `OpRow` and `_OpGroup`); keys
+/// and labels are interned strings, not ~20 new ones a row.
 fn set_rates(d: &Bound<'_, PyDict>, r: &Rates) -> PyResult<()> {
     let py = d.py();
     d.set_item(intern!(py, "tflops_s"), r.tflops_s)?;
@@ -49,67 +35,125 @@ fn set_rates(d: &Bound<'_, PyDict>, r: &Rates) -> PyResult<()> {
     d.set_item(intern!(py, "roof_time_us"), r.roof_time_us)
 }
 
-/// A row of rank `rank` as `OpRow`, its roofline against `gpu`'s peak and bandwidth.
-fn row_dict<'py>(
-    py: Python<'py>,
-    r: &InstanceRow,
-    rank: i64,
-    rules: Rules,
-    gpu: Option<&Gpu>,
-    texts: &mut Texts<'py>,
-) -> PyResult<Bound<'py, PyDict>> {
+/// `precision` and `peak_tflops`.
+fn set_peak(d: &Bound<'_, PyDict>, peak: Option<(Precision, f64)>) -> PyResult<()> {
+    let py = d.py();
+    d.set_item(intern!(py, "precision"), peak.map(|(p, _)| p.label()))?;
+    d.set_item(intern!(py, "peak_tflops"), peak.map(|(_, v)| v))
+}
+
+/// A row as `OpRow`.
+fn row_dict<'py>(py: Python<'py>, ranked: &RankedRow) -> PyResult<Bound<'py, PyDict>> {
+    let r = &ranked.row;
     let d = PyDict::new(py);
     d.set_item(intern!(py, "uid"), r.uid)?;
-    d.set_item(intern!(py, "rank"), rank)?;
-    d.set_item(intern!(py, "name"), texts.get(py, &r.name))?;
-    d.set_item(intern!(py, "table"), texts.get(py, r.table.label()))?;
+    d.set_item(intern!(py, "rank"), ranked.rank)?;
+    d.set_item(intern!(py, "name"), &r.name)?;
+    d.set_item(intern!(py, "table"), r.table.label())?;
     d.set_item(intern!(py, "bwd"), r.bwd)?;
-    let (flops, bytes) = (r.figures.map(|f| f.flops), r.figures.and_then(|f| f.bytes));
-    d.set_item(intern!(py, "flops"), flops)?;
-    d.set_item(intern!(py, "bytes"), bytes)?;
+    d.set_item(intern!(py, "flops"), r.figures.map(|f| f.flops))?;
+    d.set_item(intern!(py, "bytes"), r.figures.and_then(|f| f.bytes))?;
     d.set_item(intern!(py, "kernel_time_us"), r.kernel_us)?;
     d.set_item(intern!(py, "kernel_time_ns"), r.kernel_ns)?;
     d.set_item(intern!(py, "kernel_uids"), PyList::new(py, &r.kernel_uids)?)?;
-    let input_dims = r.input_dims.as_deref().map(|t| texts.get(py, t));
-    d.set_item(intern!(py, "input_dims"), input_dims)?;
-    let input_type = r.input_type.as_deref().map(|t| texts.get(py, t));
-    d.set_item(intern!(py, "input_type"), input_type)?;
+    d.set_item(intern!(py, "input_dims"), r.input_dims.as_deref())?;
+    d.set_item(intern!(py, "input_type"), r.input_type.as_deref())?;
     d.set_item(intern!(py, "device"), r.device)?;
-    let peak = gpu.and_then(|g| peak_of(g, r.table, r.input_type.as_deref()));
-    let precision = peak.map(|(p, _)| texts.get(py, p.label()));
-    d.set_item(intern!(py, "precision"), precision)?;
-    d.set_item(intern!(py, "peak_tflops"), peak.map(|(_, v)| v))?;
-    let time_us = match rules {
-        Rules::TraceLens => r.kernel_us,
-        Rules::Exact => r.kernel_ns as f64 / 1e3,
-    };
-    d.set_item(intern!(py, "time_us"), time_us)?;
-    let bandwidth = gpu.map(|g| g.device_bandwidth_tbs());
-    set_rates(
-        &d,
-        &rates(flops, bytes, time_us, peak.map(|(_, v)| v), bandwidth),
-    )?;
+    set_peak(&d, ranked.peak)?;
+    d.set_item(intern!(py, "time_us"), ranked.time_us)?;
+    set_rates(&d, &ranked.rates)?;
     Ok(d)
 }
 
-/// The roofline figures of `flops` and `bytes` done in `time_us` against a peak (TFLOPS)
-/// and a bandwidth (TB/s): the fields of `_Rates` in `_kinetrace.pyi` (a group's).
-#[pyfunction]
-#[pyo3(signature = (flops, bytes, time_us, peak_tflops, bandwidth_tbs))]
-fn ops_rates(
-    py: Python<'_>,
-    flops: Option<f64>,
-    bytes: Option<f64>,
-    time_us: f64,
-    peak_tflops: Option<f64>,
-    bandwidth_tbs: Option<f64>,
-) -> PyResult<Bound<'_, PyDict>> {
+/// A group as the fields of `OpGroup`.
+fn group_dict<'py>(py: Python<'py>, g: &Group) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    set_rates(
-        &d,
-        &rates(flops, bytes, time_us, peak_tflops, bandwidth_tbs),
-    )?;
+    d.set_item(intern!(py, "name"), &g.name)?;
+    d.set_item(intern!(py, "table"), g.table.label())?;
+    d.set_item(intern!(py, "bwd"), g.bwd)?;
+    d.set_item(intern!(py, "input_dims"), g.input_dims.as_deref())?;
+    d.set_item(intern!(py, "input_type"), g.input_type.as_deref())?;
+    d.set_item(intern!(py, "count"), g.count)?;
+    d.set_item(intern!(py, "time_us"), g.time_us)?;
+    d.set_item(intern!(py, "mean_us"), g.mean_us)?;
+    d.set_item(intern!(py, "median_us"), g.median_us)?;
+    d.set_item(intern!(py, "min_us"), g.min_us)?;
+    d.set_item(intern!(py, "max_us"), g.max_us)?;
+    d.set_item(intern!(py, "flops"), g.flops)?;
+    d.set_item(intern!(py, "bytes"), g.bytes)?;
+    set_peak(&d, g.peak)?;
+    set_rates(&d, &g.rates)?;
+    // A group's roof is its rows' (the same inputs): `OpGroup` does not repeat it.
+    d.del_item(intern!(py, "roof_tflops"))?;
+    d.set_item(intern!(py, "saveable_us"), g.saveable_us)?;
     Ok(d)
+}
+
+/// The instance rows of an `ops` report, rank by rank and operators in file order: a
+/// read-only sequence whose items are made as `OpRow` dicts when asked for (each access a
+/// new dict).
+#[pyclass(module = "kinetrace._kinetrace", name = "OpRows", frozen, sequence)]
+pub(crate) struct OpRows {
+    rows: Vec<RankedRow>,
+}
+
+#[pymethods]
+impl OpRows {
+    fn __len__(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The row at `index` (negative from the end), or a list of those of a slice.
+    fn __getitem__<'py>(&self, py: Python<'py>, index: &Bound<'py, PyAny>) -> PyResult<Py<PyAny>> {
+        if let Ok(slice) = index.cast::<PySlice>() {
+            let found = slice.indices(self.rows.len() as isize)?;
+            let out = PyList::empty(py);
+            let mut at = found.start;
+            for _ in 0..found.slicelength {
+                out.append(row_dict(py, &self.rows[at as usize])?)?;
+                at += found.step;
+            }
+            return Ok(out.into_any().unbind());
+        }
+        let i: isize = index.extract()?;
+        let len = self.rows.len() as isize;
+        let at = if i < 0 { i + len } else { i };
+        if !(0..len).contains(&at) {
+            return Err(PyIndexError::new_err("OpRows index out of range"));
+        }
+        Ok(row_dict(py, &self.rows[at as usize])?.into_any().unbind())
+    }
+
+    fn __iter__(slf: Py<Self>) -> OpRowsIter {
+        OpRowsIter { rows: slf, next: 0 }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<OpRows: {} rows>", self.rows.len())
+    }
+}
+
+/// An iterator over [`OpRows`].
+#[pyclass(module = "kinetrace._kinetrace", name = "_OpRowsIterator")]
+struct OpRowsIter {
+    rows: Py<OpRows>,
+    next: usize,
+}
+
+#[pymethods]
+impl OpRowsIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let rows = &self.rows.get().rows;
+        let Some(r) = rows.get(self.next) else {
+            return Ok(None);
+        };
+        self.next += 1;
+        row_dict(py, r).map(Some)
+    }
 }
 
 /// A GPU of the peaks table, per device (one GCD of an MI250X).
@@ -158,8 +202,9 @@ fn ops_gpu_keys() -> Vec<&'static str> {
 
 /// The instance rows of the traces at `paths` (one rank each, read `threads` files at once)
 /// under `rules` (`"exact"` or `"tracelens"`), each against its trace's GPU (`gpu`: a
-/// `--gpu` name, else the trace's): per rank, in rank order, `{"source", "rank", "rows",
-/// "gpu"}` (the fields of `_OpsRank` in `_kinetrace.pyi`).
+/// `--gpu` name, else the trace's), and their groups (the first rank's GPU's bandwidth):
+/// `{"ranks": [{"source", "rank", "gpu"}, ...], "rows": OpRows, "groups": [...]}`, ranks
+/// in rank order (the fields of `_OpsFound` in `_kinetrace.pyi`).
 #[pyfunction]
 #[pyo3(signature = (paths, rules, threads, gpu=None))]
 fn ops<'py>(
@@ -168,7 +213,7 @@ fn ops<'py>(
     rules: &str,
     threads: usize,
     gpu: Option<&str>,
-) -> PyResult<Bound<'py, PyList>> {
+) -> PyResult<Bound<'py, PyDict>> {
     let rules = match rules {
         "exact" => Rules::Exact,
         "tracelens" => Rules::TraceLens,
@@ -187,30 +232,46 @@ fn ops<'py>(
         })?),
         None => None,
     };
-    let found = detached(py, |interrupted| {
-        reports(&paths, rules, user, threads, &mut |_| interrupted())
+    let (ranks, rows, groups) = detached(py, |interrupted| {
+        let found = reports(&paths, rules, user, threads, &mut |_| interrupted())?;
+        let bandwidth = found
+            .first()
+            .and_then(|f| f.report.gpu.gpu)
+            .map(Gpu::device_bandwidth_tbs);
+        let mut rows = Vec::new();
+        let mut ranks = Vec::new();
+        for file in found {
+            let gpu = file.report.gpu.gpu;
+            rows.extend(
+                (file.report.rows.into_iter()).map(|r| RankedRow::new(r, file.rank, rules, gpu)),
+            );
+            ranks.push((file.source, file.rank, file.report.gpu));
+        }
+        let groups = groups(&rows, bandwidth);
+        Ok::<_, crate::error::Error>((ranks, rows, groups))
     })?;
     let out = PyList::empty(py);
-    let mut texts = Texts::default();
-    for file in &found {
-        let rows = PyList::empty(py);
-        let gpu = file.report.gpu.gpu;
-        for r in &file.report.rows {
-            rows.append(row_dict(py, r, file.rank, rules, gpu, &mut texts)?)?;
-        }
+    for (source, rank, gpu) in &ranks {
         let d = PyDict::new(py);
-        d.set_item(intern!(py, "source"), file.source.as_os_str())?;
-        d.set_item(intern!(py, "rank"), file.rank)?;
-        d.set_item(intern!(py, "rows"), rows)?;
-        d.set_item(intern!(py, "gpu"), choice_dict(py, &file.report.gpu)?)?;
+        d.set_item(intern!(py, "source"), source.as_os_str())?;
+        d.set_item(intern!(py, "rank"), rank)?;
+        d.set_item(intern!(py, "gpu"), choice_dict(py, gpu)?)?;
         out.append(d)?;
     }
-    Ok(out)
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "ranks"), out)?;
+    let group_list = PyList::empty(py);
+    for g in &groups {
+        group_list.append(group_dict(py, g)?)?;
+    }
+    d.set_item(intern!(py, "groups"), group_list)?;
+    d.set_item(intern!(py, "rows"), Bound::new(py, OpRows { rows })?)?;
+    Ok(d)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops, m)?)?;
     m.add_function(wrap_pyfunction!(ops_gpu, m)?)?;
-    m.add_function(wrap_pyfunction!(ops_rates, m)?)?;
+    m.add_class::<OpRows>()?;
     m.add_function(wrap_pyfunction!(ops_gpu_keys, m)?)
 }

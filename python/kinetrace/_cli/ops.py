@@ -57,7 +57,7 @@ def _group_line(g: OpGroup) -> str:
 def report(found: OpsReport, top: int) -> str:
     """The terminal report: the GPU, the totals, the ``top`` groups furthest from their roof
     by the time they could save."""
-    time_us = sum(r["time_us"] for r in found.rows)
+    time_us = sum(g.time_us for g in found.groups)
     save = sum(g.saveable_us or 0.0 for g in found.groups)
     saveable = "no roofline" if found.gpu is None else f"{duration(save)} saveable at the roofline"
     lines = [

@@ -6,20 +6,18 @@ the GPU time they could save at their roofline.
 Two rule sets (``docs/ops.md`` states both): ``"exact"`` (the default: each tensor's own
 dtype, a causal mask of any shape as its triangle, each operator once at the outermost
 modelled one) and ``"tracelens"`` (AMD's TraceLens figures, commit 171dd74, quirks
-included: the rows of its per-family tables). The reading is the native module's: one
-streaming pass, the GIL released; the GPU and the peak of each row come from the native
-peaks table (``src/tools/ops/peaks.rs``), the roofline arithmetic from the native
-``src/tools/ops/rates.rs`` (the rows come with it; the groups' is asked for here).
+included: the rows of its per-family tables). The work is the native module's: one
+streaming pass a file, files at once, the GIL released; the GPU and peak of each row
+(``src/tools/ops/peaks.rs``), the roofline arithmetic (``rates.rs``) and the groups
+(``groups.rs``). The rows stay native (``OpRows``: a dict is made for a row when asked
+for), so that a 1 GB trace's 0.66M rows take ~150 B each, not ~1.6 KB.
 """
 
 from __future__ import annotations
 
-import gc
 import os
-import statistics
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal, TypedDict
 
@@ -136,7 +134,8 @@ class OpGroup:
 @dataclass(frozen=True)
 class OpsReport:
     """What :func:`ops` found in the trace files ``sources`` (one rank each, ``ranks``
-    theirs, in rank order): the instance ``rows`` (rank by rank, operators in file order)
+    theirs, in rank order): the instance ``rows`` (rank by rank, operators in file order; a
+    read-only sequence whose items are made as new :class:`OpRow` dicts when read)
     and their ``groups`` over every rank, ranked by ``saveable_us`` (most first; groups
     without a roofline last, by time); ``gpu`` the GPU of the roofline (the first rank's;
     ``None`` when none was found: ``note`` says why), ``gpu_from`` (``"deviceProperties"``
@@ -151,7 +150,7 @@ class OpsReport:
     device_name: str | None
     note: str | None
     seconds: float
-    rows: list[OpRow]
+    rows: Sequence[OpRow]
     groups: list[OpGroup]
 
     @property
@@ -166,7 +165,7 @@ class OpsReport:
         # Field by field, not ``asdict``: its deep copy of every row cost more than the
         # reading itself on a 1 GB trace (0.66M rows).
         out = self.json_head()
-        out["rows"] = [dict(r) for r in self.rows]
+        out["rows"] = list(self.rows)
         return out
 
     def json_head(self) -> dict[str, Any]:
@@ -175,6 +174,10 @@ class OpsReport:
         out["gpu"] = None if self.gpu is None else dict(self.gpu)
         out["groups"] = [dict(vars(g)) for g in self.groups]
         return out
+
+
+# The rows are a read-only sequence: say so to isinstance().
+Sequence.register(_kinetrace.OpRows)
 
 
 def gpu_keys() -> list[str]:
@@ -187,81 +190,6 @@ def known_gpu(name: str) -> GpuPeaks | None:
     ``NVIDIA H100 PCIe``, or a family such as ``h100``: its first row), ``None`` if none."""
     found = _kinetrace.ops_gpu(name)
     return None if found is None else GpuPeaks(**found)
-
-
-def roofline(
-    flops: float | None,
-    nbytes: float | None,
-    time_us: float,
-    peak_tflops: float | None,
-    bandwidth_tbs: float | None,
-) -> dict[str, Any]:
-    """The roofline figures of ``flops`` and ``nbytes`` done in ``time_us``, against a
-    compute peak (TFLOPS) and a bandwidth (TB/s): the keys ``tflops_s``, ``tbs``,
-    ``flops_per_byte``, ``roof_tflops``, ``roof_pct``, ``bound``, ``roof_time_us`` of
-    :class:`OpRow` (``None`` where they do not apply). The native module's arithmetic
-    (``src/tools/ops/rates.rs``), which fills in the rows' own."""
-    return dict(_kinetrace.ops_rates(flops, nbytes, time_us, peak_tflops, bandwidth_tbs))
-
-
-@contextmanager
-def _collection_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while the rows are made and grouped: each row is a
-    new dict holding a new list, so the collector would run every few hundred rows and walk
-    every row made so far (a third of ``ops``' time on a 0.26 GB trace, more as the rows
-    grow); they hold no cycles to find."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _group(rows: list[OpRow], bandwidth: float | None) -> OpGroup:
-    first = rows[0]
-    times = [r["time_us"] for r in rows]
-    total = sum(times)
-    flops = None if first["flops"] is None else sum(r["flops"] or 0.0 for r in rows)
-    nbytes = None if first["bytes"] is None else sum(r["bytes"] or 0.0 for r in rows)
-    figures = roofline(flops, nbytes, total, first["peak_tflops"], bandwidth)
-    roof = figures["roof_time_us"]
-    return OpGroup(
-        name=first["name"],
-        table=first["table"],
-        bwd=first["bwd"],
-        input_dims=first["input_dims"],
-        input_type=first["input_type"],
-        count=len(rows),
-        time_us=total,
-        mean_us=total / len(rows),
-        median_us=statistics.median(times),
-        min_us=min(times),
-        max_us=max(times),
-        flops=first["flops"],
-        bytes=first["bytes"],
-        tflops_s=figures["tflops_s"],
-        tbs=figures["tbs"],
-        flops_per_byte=figures["flops_per_byte"],
-        precision=first["precision"],
-        peak_tflops=first["peak_tflops"],
-        roof_pct=figures["roof_pct"],
-        bound=figures["bound"],
-        roof_time_us=roof,
-        saveable_us=None if roof is None else max(total - roof, 0.0),
-    )
-
-
-def group_rows(rows: Iterable[OpRow], bandwidth: float | None) -> list[OpGroup]:
-    """``rows`` grouped by (name, bwd, input dims, input types), ranked by the time they
-    could save at their roofline (most first), then groups without a roofline by time."""
-    keyed: dict[tuple[str, bool, str | None, str | None], list[OpRow]] = {}
-    for r in rows:
-        keyed.setdefault((r["name"], r["bwd"], r["input_dims"], r["input_type"]), []).append(r)
-    groups = [_group(members, bandwidth) for members in keyed.values()]
-    groups.sort(key=lambda g: (g.saveable_us is None, -(g.saveable_us or 0.0), -g.time_us))
-    return groups
 
 
 def _note(found: list[_kinetrace._OpsRank]) -> str | None:
@@ -320,25 +248,18 @@ def ops(
     workers = available_cpus() if threads is None else threads
     require_in_range("threads", workers, 1, 1024)
     start = time.perf_counter()
-    with _collection_paused():
-        found = _kinetrace.ops(files, rules, workers, gpu)
-        choice = found[0]["gpu"]
-        peaks = None if choice["gpu"] is None else GpuPeaks(**choice["gpu"])
-        bandwidth = None if peaks is None else peaks["bandwidth_tbs"]
-        rows = found[0]["rows"]
-        for later in found[1:]:
-            rows += later["rows"]
-            later["rows"] = []
-        groups = group_rows(rows, bandwidth)
+    found = _kinetrace.ops(files, rules, workers, gpu)
+    ranks = found["ranks"]
+    choice = ranks[0]["gpu"]
     return OpsReport(
-        sources=tuple(r["source"] for r in found),
-        ranks=tuple(r["rank"] for r in found),
+        sources=tuple(r["source"] for r in ranks),
+        ranks=tuple(r["rank"] for r in ranks),
         rules=rules,
-        gpu=peaks,
+        gpu=None if choice["gpu"] is None else GpuPeaks(**choice["gpu"]),
         gpu_from=choice["how"],
         device_name=choice["device_name"],
-        note=_note(found),
+        note=_note(ranks),
         seconds=time.perf_counter() - start,
-        rows=rows,
-        groups=groups,
+        rows=found["rows"],
+        groups=[OpGroup(**g) for g in found["groups"]],
     )

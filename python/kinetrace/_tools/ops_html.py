@@ -306,7 +306,7 @@ def _table(found: OpsReport) -> str:
 def render_html(found: OpsReport) -> str:
     """The page, as text."""
     trace = found.label
-    time_us = sum(r["time_us"] for r in found.rows)
+    time_us = sum(g.time_us for g in found.groups)
     save = sum(g.saveable_us or 0.0 for g in found.groups)
     note = f"<p>note: {escape(found.note)}</p>" if found.note else ""
     return (

@@ -19,6 +19,7 @@ mod elementwise;
 mod exact;
 mod extensions;
 mod gemm;
+pub(crate) mod groups;
 mod norm;
 pub(crate) mod peaks;
 pub(crate) mod rates;
