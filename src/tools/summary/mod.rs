@@ -14,10 +14,11 @@ pub(crate) mod exact;
 pub(crate) mod hta;
 pub(crate) mod report;
 
+use std::borrow::Borrow;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::read::events::{scan_trace, ReadOptions};
+use crate::read::events::{scan_trace, ReadEnd, ReadOptions};
 use crate::read::ranks::{assign_ranks, RankFrom};
 use crate::read::sources::{Msg, Reader, Sources};
 
@@ -41,20 +42,30 @@ fn read_one(
 ) -> Result<Read> {
     let mut collected = Collected::new(rules);
     let end = scan_trace(path, &mut collected, reading, options)?;
-    let warning = match end.invalid {
-        None => None,
-        Some(invalid) if collected.events == 0 => return Err(Error::trace_format(path, invalid)),
-        Some(invalid) => Some(format!(
-            "{}: {invalid}; summarised up to there ({} events)",
-            path.display(),
-            collected.events
-        )),
-    };
-    Ok(Read {
-        collected,
-        json_bytes: end.json_bytes,
-        warning,
-    })
+    Read::of(path, collected, end)
+}
+
+impl Read {
+    /// What `collected` kept of the read of `path` that ended at `end` (the read may have
+    /// fed other visitors too: `diff`'s), warned or refused as [`read_one`] says.
+    pub(crate) fn of(path: &Path, collected: Collected, end: ReadEnd) -> Result<Read> {
+        let warning = match end.invalid {
+            None => None,
+            Some(invalid) if collected.events == 0 => {
+                return Err(Error::trace_format(path, invalid))
+            }
+            Some(invalid) => Some(format!(
+                "{}: {invalid}; summarised up to there ({} events)",
+                path.display(),
+                collected.events
+            )),
+        };
+        Ok(Read {
+            collected,
+            json_bytes: end.json_bytes,
+            warning,
+        })
+    }
 }
 
 /// Reads every file on up to `threads` threads (`read::sources`), in the order given;
@@ -75,9 +86,11 @@ pub(crate) fn read_all(
 }
 
 /// Ranks as `merge` gives them (`read/ranks.rs`).
-fn merge_ranks(paths: &[PathBuf], reads: &[Read]) -> Result<Vec<RankFrom>> {
-    let distributed: Vec<Option<i64>> =
-        reads.iter().map(|r| r.collected.distributed_rank).collect();
+fn merge_ranks<R: Borrow<Read>>(paths: &[PathBuf], reads: &[R]) -> Result<Vec<RankFrom>> {
+    let distributed: Vec<Option<i64>> = reads
+        .iter()
+        .map(|r| r.borrow().collected.distributed_rank)
+        .collect();
     assign_ranks(paths, &distributed, "summarise them separately")
 }
 
@@ -90,21 +103,32 @@ pub(crate) fn summarize(
     progress: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<RankSummary>> {
     let reads = read_all(paths, rules, threads, progress)?;
+    ranked(paths, &reads, rules)
+}
+
+/// The summaries of the files at `paths` (one rank each), read into `reads` under `rules`
+/// (by [`read_all`], or by `diff` with its operators), in rank order.
+pub(crate) fn ranked<R: Borrow<Read>>(
+    paths: &[PathBuf],
+    reads: &[R],
+    rules: Rules,
+) -> Result<Vec<RankSummary>> {
     let mut out: Vec<RankSummary> = Vec::with_capacity(reads.len());
     let (ranks, replaced) = match rules {
-        Rules::Exact => (merge_ranks(paths, &reads)?, Vec::new()),
-        Rules::Hta => hta_ranks(paths, &reads),
+        Rules::Exact => (merge_ranks(paths, reads)?, Vec::new()),
+        Rules::Hta => hta_ranks(paths, reads),
     };
     // HTA's filter decision is over every name of the whole set.
     let mut step_names: Vec<&String> = reads
         .iter()
-        .flat_map(|r| &r.collected.hta_step_names)
+        .flat_map(|r| &r.borrow().collected.hta_step_names)
         .collect();
     step_names.sort();
     step_names.dedup();
     let filter = step_names.len() >= 2;
     let round = std::env::var("HTA_DISABLE_NS_ROUNDING").as_deref() != Ok("1");
-    for (i, read) in reads.into_iter().enumerate() {
+    for (i, read) in reads.iter().enumerate() {
+        let read = read.borrow();
         let (rank, rank_from) = ranks[i];
         if rank_from == REPLACED {
             continue;
@@ -114,7 +138,7 @@ pub(crate) fn summarize(
             Rules::Exact => exact::figures(c),
             Rules::Hta => hta::figures(c, filter, round && c.float_ts),
         };
-        let mut warnings: Vec<String> = read.warning.into_iter().collect();
+        let mut warnings: Vec<String> = read.warning.iter().cloned().collect();
         warnings.extend(
             replaced
                 .iter()
@@ -145,10 +169,13 @@ pub(crate) const REPLACED: &str = "replaced";
 
 /// Ranks as HTA 0.5.0 gives them: its regex, else 0. A file later in the list wins a rank;
 /// the earlier ones are marked [`REPLACED`], and a warning (rank, text) says so.
-pub(crate) fn hta_ranks(paths: &[PathBuf], reads: &[Read]) -> (Vec<RankFrom>, Vec<(i64, String)>) {
+pub(crate) fn hta_ranks<R: Borrow<Read>>(
+    paths: &[PathBuf],
+    reads: &[R],
+) -> (Vec<RankFrom>, Vec<(i64, String)>) {
     let ranks: Vec<RankFrom> = reads
         .iter()
-        .map(|r| match r.collected.hta_rank {
+        .map(|r| match r.borrow().collected.hta_rank {
             Some(rank) => (rank, "HTA's rank regex"),
             None => (0, "HTA's default"),
         })
