@@ -14,7 +14,7 @@ use crate::read::events::{scan_trace, ReadOptions, Tee};
 use crate::read::sources::{Reader, Sources};
 use crate::tools::summary::events::{Collected, Rules};
 use crate::tools::summary::report::RankSummary;
-use crate::tools::summary::{ranked, Read};
+use crate::tools::summary::{ranked, Figured, Read};
 
 /// What `diff` has of its runs: per run the summaries of its ranks (as `summarize` gives
 /// them), and per file read its operator groups.
@@ -30,13 +30,13 @@ fn read_one(
     path: &Path,
     options: ReadOptions,
     reading: &mut dyn FnMut(u64) -> Result<()>,
-) -> Result<(Read, Vec<Group>)> {
-    // The operators' tree is built (and its reading dropped) in this reader, in parallel
-    // with the other files; the summary keeps what its figures need until the ranks are known.
+) -> Result<(Figured, Vec<Group>)> {
+    // On this reader's thread, in parallel with the other files: the summary's figures
+    // (its records dropped), then the operators' tree and groups (their reading dropped).
     grouped(|operators| {
         let mut summary = Collected::new(Rules::Exact);
         let end = scan_trace(path, &mut Tee(&mut summary, operators), reading, options)?;
-        Read::of(path, summary, end)
+        Ok(Read::of(path, summary, end)?.figured(path, false, false))
     })
 }
 
@@ -60,16 +60,13 @@ pub(crate) fn read_runs(
     let options = sources.read_options;
     let work =
         |i: usize, reader: &Reader<'_, _>| read_one(&files[i], options, &mut reader.reading());
-    let (reads, operators): (Vec<Read>, Vec<Vec<Group>>) = sources
+    let (figured, operators): (Vec<Figured>, Vec<Vec<Group>>) = sources
         .each(&work, &mut |_| progress())?
         .into_iter()
         .unzip();
     let ranks = runs
         .iter()
-        .map(|run| {
-            let of_run: Vec<&Read> = run.iter().map(|p| &reads[index[p]]).collect();
-            ranked(run, &of_run, Rules::Exact)
-        })
+        .map(|run| ranked(run, run.iter().map(|p| figured[index[p]].clone()).collect()))
         .collect::<Result<_>>()?;
     Ok(Runs {
         ranks,
