@@ -15,8 +15,9 @@
 //!   `tools::merge` (many traces on one timeline, a file per pass or concern:
 //!   `tools::merge::{probe, steps, survey, rewrite, write, ids, names, ranks, record,
 //!   tests}`), `tools::summary` (where each rank's GPU time went:
-//!   `tools::summary::{events, exact, hta, report}`), `tools::diff` (`diff --rules hta`'s
-//!   side over summary's `hta` reading: `tools::diff::hta`), `tools::parquet`
+//!   `tools::summary::{events, exact, hta, report}`), `tools::diff` (`diff`'s one read per
+//!   file for its summary and operators: `tools::diff::read`; `diff --rules hta`'s side
+//!   over summary's `hta` reading: `tools::diff::hta`), `tools::parquet`
 //!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`), `tools::ops`
 //!   (FLOPs and bytes of each operator from its recorded shapes, per family:
 //!   `tools::ops::{args, dtype, gemm, elementwise, reduce, norm, conv, attention, extensions,

@@ -105,7 +105,8 @@ def _ops(src: Path, out: Path, rank1: Path) -> list[str]:
 
 
 def _diff(src: Path, out: Path, rank1: Path) -> list[str]:
-    """The trace against itself: two summaries and two attributions, one file at a time."""
+    """The trace against itself: one path named on both sides, read once (its summary
+    and its attribution in one pass)."""
     return ["diff", str(src), str(src), "--json"]
 
 

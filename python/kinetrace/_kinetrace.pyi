@@ -26,7 +26,7 @@ __all__ = [
     "create_temporary",
     "create_temporary_dir",
     "diff_hta_side",
-    "diff_operators",
+    "diff_read",
     "filter_trace",
     "merge_traces",
     "ops",
@@ -490,9 +490,9 @@ class _OperatorGroup(TypedDict):
     top_kernel: str | None
     top_kernel_ns: int | None
 
-def diff_operators(
-    paths: Sequence[str | PathLike[str]], threads: int
-) -> list[list[_OperatorGroup]]: ...
+def diff_read(
+    runs: Sequence[Sequence[str | PathLike[str]]], threads: int
+) -> tuple[list[list[_RankFigures]], dict[str, list[_OperatorGroup]]]: ...
 
 class _ParquetRank(TypedDict):
     source: str

@@ -1,8 +1,8 @@
 //! `kinetrace diff`'s native side for Python, each read with the GIL released and Ctrl-C
-//! answered between waits: `diff_operators`, the operators of one trace grouped by (name,
-//! `Input Dims`, `Input type`) with their self CPU time and own GPU time
-//! (`crate::read::attribution::groups`), and `diff_hta_side`, one side of `--rules hta`
-//! (`crate::tools::diff::hta`).
+//! answered between waits: `diff_read`, both sides read once per file for their summaries
+//! and their operators grouped by (name, `Input Dims`, `Input type`) with their self CPU
+//! time and own GPU time (`crate::tools::diff::read`), and `diff_hta_side`, one side of
+//! `--rules hta` (`crate::tools::diff::hta`).
 
 use std::path::PathBuf;
 
@@ -10,41 +10,58 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::interrupt::detached;
-use crate::read::attribution::groups::groups_of;
+use super::summary::rank_dict;
+use crate::read::attribution::groups::Group;
 use crate::tools::diff::hta;
+use crate::tools::diff::read::read_runs;
 
-/// The operator groups of each trace at `paths` (in their order), `threads` files at once:
-/// per trace a list of dicts with the fields of `_OperatorGroup` in `_kinetrace.pyi`, in
-/// order of first instance. A trace damaged after some events gives those up to the
-/// damage, as `summarize` (which `diff` runs first, and warns) reads it.
-#[pyfunction]
-fn diff_operators<'py>(
-    py: Python<'py>,
-    paths: Vec<PathBuf>,
-    threads: usize,
-) -> PyResult<Bound<'py, PyList>> {
-    let found = detached(py, |interrupted| {
-        groups_of(&paths, threads, &mut |_| interrupted())
-    })?;
-    let out = PyList::empty(py);
-    for file in found {
-        let groups = PyList::empty(py);
-        for g in file {
-            let d = PyDict::new(py);
-            d.set_item("name", g.name)?;
-            d.set_item("input_dims", g.input_dims)?;
-            d.set_item("input_type", g.input_type)?;
-            d.set_item("count", g.count)?;
-            d.set_item("self_ns", g.self_ns)?;
-            d.set_item("gpu_ns", g.gpu_ns)?;
-            let (top, top_ns) = g.top_kernel.unzip();
-            d.set_item("top_kernel", top)?;
-            d.set_item("top_kernel_ns", top_ns)?;
-            groups.append(d)?;
-        }
-        out.append(groups)?;
+/// The operator groups of one file as a list of dicts with the fields of `_OperatorGroup`
+/// in `_kinetrace.pyi`, in order of first instance.
+fn groups_list<'py>(py: Python<'py>, file: Vec<Group>) -> PyResult<Bound<'py, PyList>> {
+    let groups = PyList::empty(py);
+    for g in file {
+        let d = PyDict::new(py);
+        d.set_item("name", g.name)?;
+        d.set_item("input_dims", g.input_dims)?;
+        d.set_item("input_type", g.input_type)?;
+        d.set_item("count", g.count)?;
+        d.set_item("self_ns", g.self_ns)?;
+        d.set_item("gpu_ns", g.gpu_ns)?;
+        let (top, top_ns) = g.top_kernel.unzip();
+        d.set_item("top_kernel", top)?;
+        d.set_item("top_kernel_ns", top_ns)?;
+        groups.append(d)?;
     }
-    Ok(out)
+    Ok(groups)
+}
+
+/// Reads the trace files of `runs` (each a list of files, one rank each), every file once
+/// and `threads` files at once, for both `summarize`'s figures and the operators: per run
+/// the list `summarize(run, "exact", threads)` gives (the same warnings for a trace damaged
+/// after some events, the same errors), and a dict from each file (as the ranks' `source`
+/// name it) to its operator groups (`groups_list`) as far as the file reads.
+#[pyfunction]
+fn diff_read<'py>(
+    py: Python<'py>,
+    runs: Vec<Vec<PathBuf>>,
+    threads: usize,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
+    let found = detached(py, |interrupted| {
+        read_runs(&runs, threads, &mut || interrupted())
+    })?;
+    let ranks = PyList::empty(py);
+    for run in &found.ranks {
+        let out = PyList::empty(py);
+        for r in run {
+            out.append(rank_dict(py, r)?)?;
+        }
+        ranks.append(out)?;
+    }
+    let operators = PyDict::new(py);
+    for (path, groups) in found.operators {
+        operators.set_item(path.as_os_str(), groups_list(py, groups)?)?;
+    }
+    Ok((ranks, operators))
 }
 
 /// The count and total `dur` (µs) per event name of one rank (default the first) in one
@@ -75,6 +92,6 @@ fn diff_hta_side<'py>(
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(diff_operators, m)?)?;
+    m.add_function(wrap_pyfunction!(diff_read, m)?)?;
     m.add_function(wrap_pyfunction!(diff_hta_side, m)?)
 }

@@ -22,7 +22,8 @@ fn named_dict<'py>(py: Python<'py>, named: &[(&'static str, f64)]) -> PyResult<B
     Ok(d)
 }
 
-fn rank_dict<'py>(py: Python<'py>, r: &RankSummary) -> PyResult<Bound<'py, PyDict>> {
+/// A rank's summary as `summarize` gives it (also `diff_read`'s).
+pub(super) fn rank_dict<'py>(py: Python<'py>, r: &RankSummary) -> PyResult<Bound<'py, PyDict>> {
     let f = &r.figures;
     let d = PyDict::new(py);
     d.set_item("rank", r.rank)?;

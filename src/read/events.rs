@@ -142,6 +142,32 @@ impl Visitor for Unvisited {
     }
 }
 
+/// Two visitors fed one read (`diff` reads a file once for its summary and its operators):
+/// each call goes to the first, then the second; an error of either stops the read.
+/// Lenient only if both are (a visitor that is not must see the read end where it would).
+pub(crate) struct Tee<'a>(
+    pub(crate) &'a mut dyn Visitor,
+    pub(crate) &'a mut dyn Visitor,
+);
+
+impl Visitor for Tee<'_> {
+    fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()> {
+        self.0.header(key, raw, after_events)?;
+        self.1.header(key, raw, after_events)
+    }
+    fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+        self.0.event(ev)?;
+        self.1.event(ev)
+    }
+    fn lenient(&self) -> bool {
+        self.0.lenient() && self.1.lenient()
+    }
+    fn not_an_event(&mut self, offset: u64, index: u64, what: NotAnEvent) -> Result<()> {
+        self.0.not_an_event(offset, index, what)?;
+        self.1.not_an_event(offset, index, what)
+    }
+}
+
 /// Why an element of `traceEvents` is not a trace event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NotAnEvent {
@@ -1291,6 +1317,25 @@ mod tests {
     fn parallel_reads_see_what_a_sequential_read_sees() {
         let text = torch_like(300);
         assert_eq!(same_in_parallel(text.as_bytes()), Ok(text.len() as u64));
+    }
+
+    #[test]
+    fn a_tee_tells_both_visitors_what_one_read_alone_sees() {
+        let text = torch_like(300);
+        let (alone, _) = read(text.as_bytes(), sequential());
+        let dir = scratch("events-tee");
+        let path = dir.join("t.json");
+        std::fs::write(&path, &text).unwrap();
+        let (mut a, mut b) = (Log::default(), Log::default());
+        let options = ReadOptions {
+            threads: 2,
+            chunk: 97,
+        };
+        read_trace_with(&path, &mut Tee(&mut a, &mut b), &mut |_| Ok(()), options).unwrap();
+        assert_eq!(
+            (a.0.as_str(), b.0.as_str()),
+            (alone.as_str(), alone.as_str())
+        );
     }
 
     /// How scanning `bytes` ends (events told, the end) with `threads`.

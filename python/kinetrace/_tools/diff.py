@@ -1,12 +1,13 @@
 """``diff``: what changed between two runs (``kinetrace diff``; ``docs/diff.md``).
 
-Both sides are read by :func:`kinetrace.summarize` (one streaming pass per file, files in
-parallel); the comparison is over its figures: each ``ProfilerStep#N`` a sample of the
-step time (per rank, and for the job the slowest rank of each step), medians, a bootstrap
-interval and a Mann-Whitney p-value (:mod:`kinetrace._tools.diff_stats`), then where the
-time went per step: the temporal breakdown per rank, GPU activities by name and by type,
-and operators (:mod:`kinetrace._tools.diff_ops`, a second pass per file); names renamed
-between builds are paired (:mod:`kinetrace._tools.diff_names`).
+Both sides are read in one streaming pass per file, every file of both sides in parallel,
+for :func:`kinetrace.summarize`'s figures and the operators at once; the comparison is over
+those figures: each ``ProfilerStep#N`` a sample of the step time (per rank, and for the job
+the slowest rank of each step), medians, a bootstrap interval and a Mann-Whitney p-value
+(:mod:`kinetrace._tools.diff_stats`), then where the time went per step: the temporal
+breakdown per rank, GPU activities by name and by type, and operators
+(:mod:`kinetrace._tools.diff_ops`); names renamed between builds are paired
+(:mod:`kinetrace._tools.diff_names`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from typing import Any, Literal, overload
 from kinetrace._env import available_cpus, require_in_range
 from kinetrace._tools.diff_hta import HtaDiff, Pick, diff_hta
 from kinetrace._tools.diff_names import family, pair_renames
-from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_operators
+from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_runs
 from kinetrace._tools.diff_stats import bootstrap_change_ci, mann_whitney, median
 from kinetrace._tools.sources import TRACE_SUFFIXES, trace_files
-from kinetrace._tools.summary import RankSummary, Summary, summarize
+from kinetrace._tools.summary import RankSummary, Summary
 
 __all__ = [
     "DiffResult",
@@ -392,12 +393,15 @@ def diff(
     if rules != "exact" or rank is not None or step is not None:
         raise ValueError(f"rules must be 'exact' (no rank, no step) or 'hta', not {rules!r}")
     require_in_range("skip_first", skip_first, 0, 1 << 30)
+    workers = available_cpus() if threads is None else threads
+    require_in_range("threads", workers, 1, 1024)
     start = time.perf_counter()
-    b = [summarize(trace_files(run, tool="diff"), threads=threads) for run in run_paths(base, runs)]
-    n = [summarize(trace_files(run, tool="diff"), threads=threads) for run in run_paths(new, runs)]
-    # A second pass per file, both sides' files at once: the operators (docs/diff.md).
-    sources = [r.source for run in (*b, *n) for r in run.ranks]
-    groups = read_operators(sources, available_cpus() if threads is None else threads)
+    b_files = [trace_files(run, tool="diff") for run in run_paths(base, runs)]
+    n_files = [trace_files(run, tool="diff") for run in run_paths(new, runs)]
+    # One read per file for its summary and its operators, every file of both sides in
+    # one pool (docs/diff.md).
+    summaries, groups = read_runs([*b_files, *n_files], workers)
+    b, n = summaries[: len(b_files)], summaries[len(b_files) :]
     pairs = rank_pairs(b, n)
     b_ranks, n_ranks = _by_rank(b), _by_rank(n)
     return DiffResult(

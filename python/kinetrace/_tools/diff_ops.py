@@ -1,25 +1,26 @@
 """``diff``'s operators: per (name, ``Input Dims``, ``Input type``), the count, self CPU time
 and own GPU time per step on each side (``docs/diff.md``), from the attribution the native
-``diff_operators`` computes per file (the one ``kinetrace.ops`` uses), files read in
-parallel with the GIL released.
+``diff_read`` computes per file (the one ``kinetrace.ops`` uses) in the one read of each
+file that also gives its summary, files read in parallel with the GIL released.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kinetrace import _kinetrace
 from kinetrace._tools.diff_names import family, pair_renames
-from kinetrace._tools.summary import Summary
+from kinetrace._tools.summary import Summary, summary_of
 
 if TYPE_CHECKING:
     from kinetrace._kinetrace import _OperatorGroup
 
-__all__ = ["OperatorChange", "compact", "operator_changes", "read_operators"]
+__all__ = ["OperatorChange", "compact", "operator_changes", "read_runs"]
 
 #: (name, Input Dims, Input type), the last two as written ("" where not recorded).
 Key = tuple[str, str, str]
@@ -64,12 +65,16 @@ class _Figures:
         return max(self.kernels, key=lambda k: (self.kernels[k], k), default="")
 
 
-def read_operators(sources: Sequence[str], threads: int) -> dict[str, list[_OperatorGroup]]:
-    """Each file's operator groups: one native call, ``threads`` files at once on the
-    reading wing's pool, the GIL released and Ctrl-C answered between waits."""
-    unique = list(dict.fromkeys(sources))
-    found = _kinetrace.diff_operators(unique, max(1, threads))
-    return dict(zip(unique, found, strict=True))
+def read_runs(
+    runs: Sequence[Sequence[str]], threads: int
+) -> tuple[list[Summary], dict[str, list[_OperatorGroup]]]:
+    """Each run's :class:`Summary` (as :func:`kinetrace.summarize` gives it, warnings
+    included) and each file's operator groups: one native call that reads every file once,
+    ``threads`` files at once on the reading wing's pool, the GIL released and Ctrl-C
+    answered between waits."""
+    start = time.perf_counter()
+    ranks, groups = _kinetrace.diff_read([list(run) for run in runs], threads)
+    return [summary_of(run, "exact", start) for run in ranks], groups
 
 
 @functools.lru_cache(maxsize=1 << 16)

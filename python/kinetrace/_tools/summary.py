@@ -231,9 +231,16 @@ def summarize(
     workers = available_cpus() if threads is None else threads
     require_in_range("threads", workers, 1, 1024)
     start = time.perf_counter()
-    raw = _kinetrace.summarize(files, rules, workers)
+    return summary_of(_kinetrace.summarize(files, rules, workers), rules, start)
+
+
+def summary_of(raw: Iterable[_RankFigures], rules: Rules, start: float) -> Summary:
+    """The :class:`Summary` of the native ranks ``raw`` (``summarize``'s, or one run of
+    ``diff``'s reading), read since ``start`` (``time.perf_counter()``); a
+    :class:`SummaryWarning` for each of their warnings, in rank order."""
     ranks = tuple(_rank(d) for d in raw)
     for r in ranks:
         for w in r.warnings:
-            warnings.warn(w, SummaryWarning, stacklevel=2)
+            # Told at the caller of summarize (or of diff).
+            warnings.warn(w, SummaryWarning, stacklevel=3)
     return Summary(rules, ranks, step_spreads(ranks), time.perf_counter() - start)

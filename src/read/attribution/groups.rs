@@ -3,11 +3,10 @@
 //! GPU activities, and the activity name with the most own GPU time.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
-use super::{attribute_as_far_as_it_reads, tree, Attribution};
+use super::{tree, Attribution, Collected};
 use crate::error::Result;
-use crate::read::sources::{Reader, Sources};
+use crate::read::events::Visitor;
 
 /// One (name, `Input Dims`, `Input type`) of a trace, totals over its instances.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,19 +68,13 @@ pub(crate) fn groups(a: &Attribution) -> Vec<Group> {
     out
 }
 
-/// The groups of each trace at `paths`, in their order: the files read on `threads`
-/// threads of the one sources pool (`read/sources.rs`: a reader's panic an error naming its
-/// file), `progress` told the bytes read between waits (an error from it stops them all).
-/// Each trace as far as it reads, as [`attribute_as_far_as_it_reads`] reads it.
-pub(crate) fn groups_of(
-    paths: &[PathBuf],
-    threads: usize,
-    progress: &mut dyn FnMut(u64) -> Result<()>,
-) -> Result<Vec<Vec<Group>>> {
-    let sources = Sources::new(paths, threads, 0);
-    let options = sources.read_options;
-    let work = |i: usize, reader: &Reader<'_, _>| {
-        attribute_as_far_as_it_reads(&paths[i], options, &mut reader.reading()).map(|a| groups(&a))
-    };
-    sources.each(&work, progress)
+/// The groups of the trace `scan` reads, with what `scan` returns: `scan` is handed the
+/// attribution's visitor to feed, alone or beside others (`diff` reads each file once, for
+/// its summary too). A trace damaged after some events gives the groups of what was read.
+pub(crate) fn grouped<T>(
+    scan: impl FnOnce(&mut dyn Visitor) -> Result<T>,
+) -> Result<(T, Vec<Group>)> {
+    let mut collected = Collected::default();
+    let read = scan(&mut collected)?;
+    Ok((read, groups(&tree::build(collected))))
 }

@@ -24,7 +24,7 @@ pub(crate) mod tree;
 use std::path::Path;
 
 use crate::error::Result;
-use crate::read::events::{read_trace_with, scan_trace, ReadOptions};
+use crate::read::events::{read_trace_with, ReadOptions};
 
 use collect::{Collected, HostEvent};
 pub(crate) use collect::{Device, GpuEvent, OpArgs};
@@ -112,18 +112,6 @@ pub(crate) fn attribute(
 ) -> Result<Attribution> {
     let mut collected = Collected::default();
     read_trace_with(path, &mut collected, progress, options)?;
-    Ok(tree::build(collected))
-}
-
-/// [`attribute`] of a trace that may be damaged after some events: what it holds up to the
-/// damage (`diff` reads each file with `summary` first, which warns of it or refuses it).
-pub(crate) fn attribute_as_far_as_it_reads(
-    path: &Path,
-    options: ReadOptions,
-    progress: &mut dyn FnMut(u64) -> Result<()>,
-) -> Result<Attribution> {
-    let mut collected = Collected::default();
-    scan_trace(path, &mut collected, progress, options)?;
     Ok(tree::build(collected))
 }
 

@@ -138,15 +138,21 @@ fn groups_sum_self_and_own_gpu_time_with_the_top_kernel() {
 }
 
 #[test]
-fn a_damaged_trace_attributes_as_far_as_it_reads() {
+fn a_damaged_trace_groups_as_far_as_it_reads() {
     let scratch = crate::testing::scratch("attribution-damaged");
     let path = scratch.join("t.json");
     let cut = TRACE.find("aten::bleeds").unwrap();
     std::fs::write(&path, &TRACE[..cut]).unwrap();
     assert!(attribute(&path, ReadOptions::default(), &mut |_| Ok(())).is_err());
-    let a = attribute_as_far_as_it_reads(&path, ReadOptions::default(), &mut |_| Ok(())).unwrap();
-    assert_eq!(op(&a, "aten::addmm").own_gpu.len(), 2);
-    assert!(a.ops.iter().all(|o| a.name(o) != "graphed"));
+    let scan = |v: &mut dyn crate::read::events::Visitor| {
+        crate::read::events::scan_trace(&path, v, &mut |_| Ok(()), ReadOptions::default())
+    };
+    let (end, found) = groups::grouped(scan).unwrap();
+    assert!(end.invalid.is_some());
+    // Both of its kernels were read before the damage.
+    let addmm = found.iter().find(|g| g.name == "aten::addmm").unwrap();
+    assert_eq!((addmm.count, addmm.gpu_ns), (1, 15_000));
+    assert!(found.iter().all(|g| g.name != "graphed"));
 }
 
 #[test]

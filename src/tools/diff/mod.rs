@@ -1,4 +1,6 @@
-//! `diff`'s native part: what `kinetrace diff --rules hta` compares (`hta.rs`); the default
-//! rules compare `summary`'s figures in Python.
+//! `diff`'s native part: the reading of both sides under the default rules, each file once
+//! for its summary and its operators (`read.rs`; the comparison is in Python), and what
+//! `kinetrace diff --rules hta` compares (`hta.rs`).
 
 pub(crate) mod hta;
+pub(crate) mod read;

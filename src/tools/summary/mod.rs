@@ -3,11 +3,13 @@
 //!
 //! Each file is read once, streaming, by the crate's reader (`crate::events`), into what
 //! `events.rs` keeps of it; files are read on worker threads, one file each at a time (a
-//! single plain `.json` is itself read in parallel chunks). The calling thread waits in
-//! short polls, so Ctrl-C is answered within [`POLL`]. Ranks are found as `merge` finds
-//! them (`distributedInfo.rank`, a number in the file name, the order), and two files
-//! claiming one rank are refused as `merge` refuses them; under `hta` as HTA finds them
-//! (its regex, else 0; a later file replaces an earlier one of the same rank, warned).
+//! single plain `.json` is itself read in parallel chunks); under `exact` each file's
+//! figures are made on its reader's thread, what was kept of it dropped there. The calling
+//! thread waits in short polls, so Ctrl-C is answered within [`POLL`]. Ranks are found as
+//! `merge` finds them (`distributedInfo.rank`, a number in the file name, the order), and
+//! two files claiming one rank are refused as `merge` refuses them; under `hta` as HTA
+//! finds them (its regex, else 0; a later file replaces an earlier one of the same rank,
+//! warned).
 
 pub(crate) mod events;
 pub(crate) mod exact;
@@ -17,7 +19,7 @@ pub(crate) mod report;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::read::events::{scan_trace, ReadOptions};
+use crate::read::events::{scan_trace, ReadEnd, ReadOptions};
 use crate::read::ranks::{assign_ranks, RankFrom};
 use crate::read::sources::{Msg, Reader, Sources};
 
@@ -41,20 +43,30 @@ fn read_one(
 ) -> Result<Read> {
     let mut collected = Collected::new(rules);
     let end = scan_trace(path, &mut collected, reading, options)?;
-    let warning = match end.invalid {
-        None => None,
-        Some(invalid) if collected.events == 0 => return Err(Error::trace_format(path, invalid)),
-        Some(invalid) => Some(format!(
-            "{}: {invalid}; summarised up to there ({} events)",
-            path.display(),
-            collected.events
-        )),
-    };
-    Ok(Read {
-        collected,
-        json_bytes: end.json_bytes,
-        warning,
-    })
+    Read::of(path, collected, end)
+}
+
+impl Read {
+    /// What `collected` kept of the read of `path` that ended at `end` (the read may have
+    /// fed other visitors too: `diff`'s), warned or refused as [`read_one`] says.
+    pub(crate) fn of(path: &Path, collected: Collected, end: ReadEnd) -> Result<Read> {
+        let warning = match end.invalid {
+            None => None,
+            Some(invalid) if collected.events == 0 => {
+                return Err(Error::trace_format(path, invalid))
+            }
+            Some(invalid) => Some(format!(
+                "{}: {invalid}; summarised up to there ({} events)",
+                path.display(),
+                collected.events
+            )),
+        };
+        Ok(Read {
+            collected,
+            json_bytes: end.json_bytes,
+            warning,
+        })
+    }
 }
 
 /// Reads every file on up to `threads` threads (`read::sources`), in the order given;
@@ -65,20 +77,81 @@ pub(crate) fn read_all(
     threads: usize,
     progress: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<Read>> {
+    read_all_into(paths, rules, threads, progress, &|_, read| read)
+}
+
+/// [`read_all`], each file's read made into `into(index, read)` on its reader's thread.
+fn read_all_into<D: Send>(
+    paths: &[PathBuf],
+    rules: Rules,
+    threads: usize,
+    progress: &mut dyn FnMut() -> Result<()>,
+    into: &(dyn Fn(usize, Read) -> D + Sync),
+) -> Result<Vec<D>> {
     // Nothing is sent but each file's result: no queue to bound.
     let sources = Sources::new(paths, threads, 0);
     let options = sources.read_options;
-    let work = |i: usize, reader: &Reader<'_, Msg<(), Read>>| {
-        read_one(&paths[i], rules, options, &mut reader.reading())
+    let work = |i: usize, reader: &Reader<'_, Msg<(), D>>| {
+        read_one(&paths[i], rules, options, &mut reader.reading()).map(|read| into(i, read))
     };
     sources.each(&work, &mut |_| progress())
 }
 
-/// Ranks as `merge` gives them (`read/ranks.rs`).
-fn merge_ranks(paths: &[PathBuf], reads: &[Read]) -> Result<Vec<RankFrom>> {
-    let distributed: Vec<Option<i64>> =
-        reads.iter().map(|r| r.collected.distributed_rank).collect();
-    assign_ranks(paths, &distributed, "summarise them separately")
+/// One file's summary before its rank is known (`rank` 0, `rank_from` empty): its figures
+/// computed and what was kept of its events dropped, with the rank its header claims.
+#[derive(Debug, Clone)]
+pub(crate) struct Figured {
+    pub(crate) summary: RankSummary,
+    distributed_rank: Option<i64>,
+}
+
+impl Read {
+    /// The figures of the read of `path` (under the `hta` rules, `filter` and `round` as
+    /// `hta::figures` takes them; the `exact` rules take neither).
+    pub(crate) fn figured(self, path: &Path, filter: bool, round: bool) -> Figured {
+        let c = &self.collected;
+        let figures = match c.rules {
+            Rules::Exact => exact::figures(c),
+            Rules::Hta => hta::figures(c, filter, round && c.float_ts),
+        };
+        let summary = RankSummary {
+            source: path.to_path_buf(),
+            rank: 0,
+            rank_from: "",
+            figures,
+            steps: c
+                .steps
+                .iter()
+                .map(|(n, d)| (n.clone(), report::us(*d)))
+                .collect(),
+            events: c.events,
+            json_bytes: self.json_bytes,
+            warnings: self.warning.into_iter().collect(),
+        };
+        Figured {
+            summary,
+            distributed_rank: self.collected.distributed_rank,
+        }
+    }
+}
+
+/// The summaries of `figured`, the files at `paths` (one rank each) read under the `exact`
+/// rules (by [`summarize`], or by `diff` with their operators), ranked as `merge` ranks
+/// them (`read/ranks.rs`), in rank order.
+pub(crate) fn ranked(paths: &[PathBuf], figured: Vec<Figured>) -> Result<Vec<RankSummary>> {
+    let distributed: Vec<Option<i64>> = figured.iter().map(|f| f.distributed_rank).collect();
+    let ranks = assign_ranks(paths, &distributed, "summarise them separately")?;
+    let mut out: Vec<RankSummary> = figured
+        .into_iter()
+        .zip(ranks)
+        .map(|(f, (rank, rank_from))| RankSummary {
+            rank,
+            rank_from,
+            ..f.summary
+        })
+        .collect();
+    out.sort_by_key(|o| o.rank);
+    Ok(out)
 }
 
 /// Summarises the traces at `paths` (one rank each) under `rules`, reading on up to
@@ -89,12 +162,14 @@ pub(crate) fn summarize(
     threads: usize,
     progress: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<RankSummary>> {
+    if rules == Rules::Exact {
+        // Each file's figures on its reader's thread, its records dropped there.
+        let into = |i: usize, read: Read| read.figured(&paths[i], false, false);
+        let figured = read_all_into(paths, rules, threads, progress, &into)?;
+        return ranked(paths, figured);
+    }
     let reads = read_all(paths, rules, threads, progress)?;
-    let mut out: Vec<RankSummary> = Vec::with_capacity(reads.len());
-    let (ranks, replaced) = match rules {
-        Rules::Exact => (merge_ranks(paths, &reads)?, Vec::new()),
-        Rules::Hta => hta_ranks(paths, &reads),
-    };
+    let (ranks, replaced) = hta_ranks(paths, &reads);
     // HTA's filter decision is over every name of the whole set.
     let mut step_names: Vec<&String> = reads
         .iter()
@@ -104,37 +179,22 @@ pub(crate) fn summarize(
     step_names.dedup();
     let filter = step_names.len() >= 2;
     let round = std::env::var("HTA_DISABLE_NS_ROUNDING").as_deref() != Ok("1");
+    let mut out: Vec<RankSummary> = Vec::with_capacity(reads.len());
     for (i, read) in reads.into_iter().enumerate() {
         let (rank, rank_from) = ranks[i];
         if rank_from == REPLACED {
             continue;
         }
-        let c = &read.collected;
-        let figures = match rules {
-            Rules::Exact => exact::figures(c),
-            Rules::Hta => hta::figures(c, filter, round && c.float_ts),
-        };
-        let mut warnings: Vec<String> = read.warning.into_iter().collect();
-        warnings.extend(
+        let mut summary = read.figured(&paths[i], filter, round).summary;
+        summary.rank = rank;
+        summary.rank_from = rank_from;
+        summary.warnings.extend(
             replaced
                 .iter()
                 .filter(|(r, _)| *r == rank)
                 .map(|(_, w)| w.clone()),
         );
-        out.push(RankSummary {
-            source: paths[i].clone(),
-            rank,
-            rank_from,
-            figures,
-            steps: c
-                .steps
-                .iter()
-                .map(|(n, d)| (n.clone(), report::us(*d)))
-                .collect(),
-            events: c.events,
-            json_bytes: read.json_bytes,
-            warnings,
-        });
+        out.push(summary);
     }
     out.sort_by_key(|o| o.rank);
     Ok(out)

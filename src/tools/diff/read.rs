@@ -1,0 +1,160 @@
+//! `diff`'s reading under the default rules: each file once, streaming, for both its
+//! summary (`tools::summary`'s visitor) and its operator groups (the attribution's, then
+//! its call tree and groups: `read::attribution::groups`), through a tee. Every file of
+//! both sides (and of all their runs) is read in one pool (`read::sources`), so files are
+//! read at once on the threads given; a file named twice (a run against itself) is read
+//! once. Ranks are then assigned per run as `summarize` assigns them.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::read::attribution::groups::{grouped, Group};
+use crate::read::events::{scan_trace, ReadOptions, Tee};
+use crate::read::sources::{Reader, Sources};
+use crate::tools::summary::events::{Collected, Rules};
+use crate::tools::summary::report::RankSummary;
+use crate::tools::summary::{ranked, Figured, Read};
+
+/// What `diff` has of its runs: per run the summaries of its ranks (as `summarize` gives
+/// them), and per file read its operator groups.
+#[derive(Debug)]
+pub(crate) struct Runs {
+    pub(crate) ranks: Vec<Vec<RankSummary>>,
+    pub(crate) operators: Vec<(PathBuf, Vec<Group>)>,
+}
+
+/// One read of `path` fed to both visitors. A trace damaged after some events gives both
+/// as far as it reads, warned of (the summary's warning); one with no event is refused.
+fn read_one(
+    path: &Path,
+    options: ReadOptions,
+    reading: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<(Figured, Vec<Group>)> {
+    // On this reader's thread, in parallel with the other files: the summary's figures
+    // (its records dropped), then the operators' tree and groups (their reading dropped).
+    grouped(|operators| {
+        let mut summary = Collected::new(Rules::Exact);
+        let end = scan_trace(path, &mut Tee(&mut summary, operators), reading, options)?;
+        Ok(Read::of(path, summary, end)?.figured(path, false, false))
+    })
+}
+
+/// Reads the files of `runs` on up to `threads` threads; `progress` is called on the
+/// calling thread between waits (its error stops the readers).
+pub(crate) fn read_runs(
+    runs: &[Vec<PathBuf>],
+    threads: usize,
+    progress: &mut dyn FnMut() -> Result<()>,
+) -> Result<Runs> {
+    let mut index: HashMap<&PathBuf, usize> = HashMap::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for path in runs.iter().flatten() {
+        index.entry(path).or_insert_with(|| {
+            files.push(path.clone());
+            files.len() - 1
+        });
+    }
+    // Nothing is sent but each file's result: no queue to bound.
+    let sources = Sources::new(&files, threads, 0);
+    let options = sources.read_options;
+    let work =
+        |i: usize, reader: &Reader<'_, _>| read_one(&files[i], options, &mut reader.reading());
+    let (figured, operators): (Vec<Figured>, Vec<Vec<Group>>) = sources
+        .each(&work, &mut |_| progress())?
+        .into_iter()
+        .unzip();
+    let ranks = runs
+        .iter()
+        .map(|run| ranked(run, run.iter().map(|p| figured[index[p]].clone()).collect()))
+        .collect::<Result<_>>()?;
+    Ok(Runs {
+        ranks,
+        operators: files.into_iter().zip(operators).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::attribution::attribute;
+    use crate::read::attribution::groups::groups;
+    use crate::tools::summary::summarize;
+
+    fn no_progress() -> impl FnMut() -> Result<()> {
+        || Ok(())
+    }
+
+    /// A rank's step with an operator launching a kernel.
+    fn trace(rank: i64, kernel_us: u32) -> String {
+        format!(
+            r#"{{"distributedInfo": {{"rank": {rank}}}, "traceEvents": [
+ {{"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100}},
+ {{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 50, "args": {{"Input Dims": [[2, 3], [3, 4]]}}}},
+ {{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {{"correlation": 1}}}},
+ {{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 1, "pid": 1, "tid": 1, "ts": 20}},
+ {{"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 1, "pid": 0, "tid": 7, "ts": 30, "bp": "e"}},
+ {{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 30, "dur": {kernel_us}, "args": {{"stream": 7, "correlation": 1}}}}
+]}}"#
+        )
+    }
+
+    #[test]
+    fn one_read_gives_what_summarize_and_the_attribution_give_apart() {
+        let scratch = crate::testing::scratch("diff-read");
+        let write = |name: &str, text: String| {
+            let path = scratch.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let (a0, a1) = (write("a0.json", trace(0, 5)), write("a1.json", trace(1, 7)));
+        let b = write("b.json", trace(3, 9));
+        // Two runs of two ranks (the second a0 again, read once), then one of one rank.
+        let runs = vec![
+            vec![a1.clone(), a0.clone()],
+            vec![b.clone(), a0.clone()],
+            vec![b.clone()],
+        ];
+        let got = read_runs(&runs, 2, &mut no_progress()).unwrap();
+        for (run, ranks) in runs.iter().zip(&got.ranks) {
+            let alone = summarize(run, Rules::Exact, 1, &mut no_progress()).unwrap();
+            assert_eq!(format!("{ranks:?}"), format!("{alone:?}"));
+        }
+        assert_eq!(
+            got.ranks[0].iter().map(|r| r.rank).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        let files: Vec<&PathBuf> = got.operators.iter().map(|(p, _)| p).collect();
+        assert_eq!(files, [&a1, &a0, &b]);
+        for (path, found) in &got.operators {
+            let a = attribute(path, ReadOptions::default(), &mut |_| Ok(())).unwrap();
+            assert_eq!(found, &groups(&a));
+            let mm = found.iter().find(|g| g.name == "aten::mm").unwrap();
+            assert_eq!(mm.top_kernel.as_ref().map(|k| k.0.as_str()), Some("gemm"));
+        }
+    }
+
+    #[test]
+    fn a_damaged_file_is_warned_of_or_refused_as_summarize_does() {
+        let scratch = crate::testing::scratch("diff-read-damaged");
+        let text = trace(0, 5);
+        let cut = scratch.join("cut.json");
+        std::fs::write(&cut, &text[..text.find("cudaLaunchKernel").unwrap()]).unwrap();
+        let got = read_runs(&[vec![cut.clone()]], 1, &mut no_progress()).unwrap();
+        let alone = summarize(
+            std::slice::from_ref(&cut),
+            Rules::Exact,
+            1,
+            &mut no_progress(),
+        )
+        .unwrap();
+        assert_eq!(got.ranks[0][0].warnings, alone[0].warnings);
+        assert!(got.ranks[0][0].warnings[0].contains("summarised up to there"));
+        assert_eq!(got.operators[0].1[1].name, "aten::mm");
+        let empty = scratch.join("empty.json");
+        std::fs::write(&empty, "{\"traceEvents\": [").unwrap();
+        let err = read_runs(&[vec![cut], vec![empty.clone()]], 2, &mut no_progress());
+        let want = summarize(&[empty], Rules::Exact, 1, &mut no_progress()).unwrap_err();
+        assert_eq!(err.unwrap_err().to_string(), want.to_string());
+    }
+}
