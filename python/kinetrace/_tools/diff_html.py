@@ -15,7 +15,7 @@ from kinetrace._tools.diff import DiffResult, StepComparison
 from kinetrace._tools.diff_names import row_label
 from kinetrace._tools.diff_ops import OperatorChange
 from kinetrace._tools.diff_stats import median
-from kinetrace._tools.summary_html import _STYLE, SVG_NS, WIDTH, _label, write_atomically
+from kinetrace._tools.summary_html import PAGE_STYLE, SVG_NS, WIDTH, svg_label, write_atomically
 
 __all__ = ["Contributor", "contributors", "render_html", "write_html"]
 
@@ -125,7 +125,7 @@ def _waterfall_svg(result: DiffResult) -> str:
     for i, (name, a, b, cls, colour, value) in enumerate(rows):
         y = i * (bar + gap)
         left, w = x(min(a, b)), max(abs(b - a) * scale, 1.0)
-        parts.append(_label(name, label_w - 6, y + bar - 4, label_w - 10))
+        parts.append(svg_label(name, label_w - 6, y + bar - 4, label_w - 10))
         parts.append(
             f'<rect class="{cls}" x="{left:.2f}" y="{y}" width="{w:.2f}" height="{bar}" '
             f'fill="{colour}"><title>{escape(f"{name}: {value}")}</title></rect>'
@@ -287,7 +287,7 @@ def render_html(result: DiffResult, headline: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>kinetrace diff: {escape(v.verdict)}</title>"
-        f"<style>{_STYLE}{_EXTRA_STYLE}</style></head><body>"
+        f"<style>{PAGE_STYLE}{_EXTRA_STYLE}</style></head><body>"
         f'<h1>kinetrace diff</h1><p class="verdict">{escape(headline)}</p>'
         "<h2>From BASE's median step to NEW's: the largest changes per step</h2>"
         f"{_waterfall_svg(result)}"

@@ -15,7 +15,7 @@ from html import escape
 
 from kinetrace._text import duration
 from kinetrace._tools.ops import OpGroup, OpsReport
-from kinetrace._tools.summary_html import SVG_NS, write_atomically
+from kinetrace._tools.summary_html import PAGE_STYLE, SVG_NS, write_atomically
 
 __all__ = [
     "Axes",
@@ -50,15 +50,11 @@ FAMILY_COLOURS = {
 }
 OTHER_COLOUR = "#777777"
 
-_STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; }
-h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
-svg text { font: 11px system-ui, sans-serif; fill: #222; }
+#: What the ops page adds to the pages' common style.
+_EXTRA_STYLE = """
 svg .grid { stroke: #e3e5e8; } svg .axis { stroke: #555; }
 svg .roof { stroke: #222; stroke-width: 2; } svg .point { stroke: #222; fill-opacity: 0.75; }
 .legend span { display: inline-block; width: 11px; height: 11px; margin: 0 4px 0 14px; }
-table { border-collapse: collapse; } td, th { padding: 2px 8px; text-align: right; }
-th { border-bottom: 1px solid #999; } td.l, th.l { text-align: left; }
 td.name { font-family: monospace; text-align: left; word-break: break-all; }
 """
 
@@ -311,7 +307,8 @@ def render_html(found: OpsReport) -> str:
     note = f"<p>note: {escape(found.note)}</p>" if found.note else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>kinetrace ops: {escape(trace)}</title><style>{_STYLE}</style></head><body>"
+        f"<title>kinetrace ops: {escape(trace)}</title>"
+        f"<style>{PAGE_STYLE}{_EXTRA_STYLE}</style></head><body>"
         f"<h1>kinetrace ops: {escape(trace)} ({escape(found.rules)} rules)</h1>"
         f"<p>{escape(gpu_line(found))}</p>{note}"
         f"<p>{len(found.rows):,} operator rows in {len(found.groups):,} groups; GPU time "

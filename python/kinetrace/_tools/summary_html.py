@@ -12,7 +12,7 @@ from kinetrace import _kinetrace
 from kinetrace._text import duration
 from kinetrace._tools.summary import RankSummary, Summary, top_kernels
 
-__all__ = ["SVG_NS", "render_html", "write_atomically", "write_html"]
+__all__ = ["PAGE_STYLE", "SVG_NS", "render_html", "svg_label", "write_atomically", "write_html"]
 
 #: Colours of compute, non-compute and idle time.
 COLOURS = ("#3b7dd8", "#e8a33d", "#c9ccd1")
@@ -22,7 +22,8 @@ SVG_NS = "http://www.w3.org/2000/svg"
 WIDTH = 900
 LABEL_W = 120
 
-_STYLE = """
+#: The pages' common style (summary, diff and ops pages).
+PAGE_STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
 svg text { font: 11px system-ui, sans-serif; fill: #222; }
@@ -67,7 +68,7 @@ def _temporal_svg(ranks: tuple[RankSummary, ...]) -> str:
 CHAR_W = 6.6
 
 
-def _label(text: str, x: float, y: float, room: float) -> str:
+def svg_label(text: str, x: float, y: float, room: float) -> str:
     """A right-aligned label ending at ``x`` that fits in ``room`` pixels to its left: cut
     with an ellipsis inside the chart where it is longer, the whole text in its tooltip."""
     fits = max(int(room // CHAR_W), 2)
@@ -89,7 +90,7 @@ def _kernels_svg(summary: Summary) -> str:
     for i, k in enumerate(kernels):
         y = i * (bar + gap)
         w = max(plot_w * k.sum_us / most, 0.0)
-        parts.append(_label(k.name, label_w - 6, y + bar - 4, label_w - 10))
+        parts.append(svg_label(k.name, label_w - 6, y + bar - 4, label_w - 10))
         tip = escape(f"{k.name}\n{k.type}, {k.count:,} x, total {duration(k.sum_us)}")
         parts.append(
             f'<rect x="{label_w}" y="{y}" width="{w:.2f}" height="{bar}" fill="{COLOURS[0]}">'
@@ -151,7 +152,7 @@ def render_html(summary: Summary) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>kinetrace summary: {n} rank{'s' if n != 1 else ''}</title>"
-        f"<style>{_STYLE}</style></head><body>"
+        f"<style>{PAGE_STYLE}</style></head><body>"
         f"<h1>kinetrace summary ({escape(summary.rules)} rules): "
         f"{n} rank{'s' if n != 1 else ''}</h1>"
         "<h2>Temporal breakdown per rank (share of the GPU span)</h2>"
