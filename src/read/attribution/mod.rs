@@ -24,7 +24,7 @@ pub(crate) mod tree;
 use std::path::Path;
 
 use crate::error::Result;
-use crate::read::events::{read_trace_with, scan_trace, ReadOptions};
+use crate::read::events::{read_trace_with, scan_trace, Event, ReadOptions, Visitor};
 
 use collect::{Collected, HostEvent};
 pub(crate) use collect::{Device, GpuEvent, OpArgs};
@@ -98,6 +98,27 @@ impl Attribution {
     /// The GPU activities of an operator's backward frames' subtrees.
     pub(crate) fn backward_gpu(&self, op: &Op) -> Vec<u32> {
         tree::union_of(&self.ops, &op.backward)
+    }
+}
+
+/// What attribution keeps of a trace, told by a reader that does other work on the same
+/// pass (`parquet`'s `ops` table); [`Collecting::attribution`] once the read is done.
+#[derive(Default)]
+pub(crate) struct Collecting(Collected);
+
+impl Collecting {
+    pub(crate) fn attribution(self) -> Attribution {
+        tree::build(self.0)
+    }
+}
+
+impl Visitor for Collecting {
+    fn header(&mut self, key: &[u8], raw: &[u8], after_events: bool) -> Result<()> {
+        self.0.header(key, raw, after_events)
+    }
+
+    fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+        self.0.event(ev)
     }
 }
 

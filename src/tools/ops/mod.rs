@@ -384,13 +384,23 @@ pub(crate) fn rows(
     progress: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Report> {
     let a = attribute(path, ReadOptions::default(), &mut |_| progress())?;
+    Ok(report_of(&a, rules, gpu))
+}
+
+/// The rows of an attributed trace under `rules`, and its GPU (`gpu` overrides the trace's):
+/// what [`rows`] and `parquet`'s `ops` table give.
+pub(crate) fn report_of(
+    a: &Attribution,
+    rules: Rules,
+    gpu: Option<&'static peaks::Gpu>,
+) -> Report {
     let rows = match rules {
-        Rules::Exact => exact_rows_of(&a),
-        Rules::TraceLens => tracelens_rows_of(&a),
+        Rules::Exact => exact_rows_of(a),
+        Rules::TraceLens => tracelens_rows_of(a),
     };
     let devices = rows.iter().filter_map(|r| r.device).collect();
     let gpu = roofline::choose_gpu(&a.devices, devices, gpu);
-    Ok(Report { rows, gpu })
+    Report { rows, gpu }
 }
 
 #[cfg(test)]
