@@ -17,7 +17,8 @@
 //!   tests}`), `tools::summary` (where each rank's GPU time went:
 //!   `tools::summary::{events, exact, hta, report}`), `tools::diff` (`diff --rules hta`'s
 //!   side over summary's `hta` reading: `tools::diff::hta`), `tools::parquet`
-//!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`), `tools::ops`
+//!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table, ops}`),
+//!   `tools::ops`
 //!   (FLOPs and bytes of each operator from its recorded shapes, per family:
 //!   `tools::ops::{args, dtype, gemm, elementwise, reduce, norm, conv, attention, extensions,
 //!   exact, peaks, peaks_tests, roofline, reference_tests}`: `peaks` the GPUs' peak compute and

@@ -179,9 +179,7 @@ def summary_of(paths: Sequence[Path]) -> dict[str, Any]:
 
 def test_the_page_has_a_query_for_every_figure() -> None:
     found = sql.blocks()
-    assert sorted(name for kind, name in found if kind == "figure") == sorted(
-        FIGURES + OPS_FIGURES
-    )
+    assert sorted(name for kind, name in found if kind == "figure") == sorted(FIGURES + OPS_FIGURES)
     assert {name for kind, name in found if kind == "open"} == {"duckdb", "spark", "pyspark"}
 
 
@@ -451,11 +449,10 @@ def ops_groups(path: Path) -> Rows:
         total_flops = None if g.flops is None else sum(r["flops"] or 0.0 for r in members)
         total_bytes = None if g.bytes is None else sum(r["bytes"] or 0.0 for r in members)
         roof = roofline(total_flops, total_bytes, g.time_us, g.peak_tflops, bandwidth)
-        out.append(
-            (g.name, g.bwd, g.input_dims, g.input_type, g.count, g.time_us, g.flops, g.bytes)
-            + (g.tflops_s, g.tbs, g.flops_per_byte, g.precision, g.peak_tflops)
-            + (roof["roof_tflops"], g.roof_pct, g.bound, g.roof_time_us, g.saveable_us)
-        )
+        key = (g.name, g.bwd, g.input_dims, g.input_type)
+        rates = (g.tflops_s, g.tbs, g.flops_per_byte, g.precision, g.peak_tflops)
+        roofs = (roof["roof_tflops"], g.roof_pct, g.bound, g.roof_time_us, g.saveable_us)
+        out.append((*key, g.count, g.time_us, g.flops, g.bytes, *rates, *roofs))
     return sorted(out, key=_group_key)
 
 

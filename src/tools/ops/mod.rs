@@ -326,13 +326,20 @@ fn own_gpu(a: &Attribution, children: &[Vec<u32>], i: usize) -> Vec<u32> {
 /// inputs its model cannot read, as an `Unmodelled` row timed by that work. Every GPU
 /// activity under an operator is in exactly one row.
 pub(crate) fn exact_rows_of(a: &Attribution) -> Vec<InstanceRow> {
+    let mut rows = Vec::new();
+    exact_rows_each(a, &mut |row| rows.push(row));
+    rows
+}
+
+/// [`exact_rows_of`]'s rows one at a time, in its order (none kept: `parquet` writes each
+/// as it comes).
+pub(crate) fn exact_rows_each(a: &Attribution, each: &mut dyn FnMut(InstanceRow)) {
     let mut children = vec![Vec::new(); a.ops.len()];
     for (i, op) in a.ops.iter().enumerate() {
         if let Some(p) = op.parent {
             children[p as usize].push(i as u32);
         }
     }
-    let mut rows = Vec::new();
     for (i, op) in a.ops.iter().enumerate() {
         let name = a.name(op);
         if under_a_model(a, op) {
@@ -340,25 +347,22 @@ pub(crate) fn exact_rows_of(a: &Attribution) -> Vec<InstanceRow> {
         }
         match family(name) {
             Some(fam) => match exact::figures(name, &Inputs::of(&op.args)) {
-                Some(Ok(figures)) => {
-                    rows.push(row(a, op, fam.table, false, Some(figures), &op.gpu))
-                }
+                Some(Ok(figures)) => each(row(a, op, fam.table, false, Some(figures), &op.gpu)),
                 // Its inputs are not what its model reads: its GPU work is still reported.
                 _ if !op.gpu.is_empty() => {
-                    rows.push(row(a, op, Table::Unmodelled, false, None, &op.gpu))
+                    each(row(a, op, Table::Unmodelled, false, None, &op.gpu))
                 }
                 _ => {}
             },
             None if !op.gpu.is_empty() => {
                 let own = own_gpu(a, &children, i);
                 if !own.is_empty() {
-                    rows.push(row(a, op, Table::Unmodelled, false, None, &own));
+                    each(row(a, op, Table::Unmodelled, false, None, &own));
                 }
             }
             None => {}
         }
     }
-    rows
 }
 
 /// Which figures `ops` gives.
@@ -387,13 +391,8 @@ pub(crate) fn rows(
     Ok(report_of(&a, rules, gpu))
 }
 
-/// The rows of an attributed trace under `rules`, and its GPU (`gpu` overrides the trace's):
-/// what [`rows`] and `parquet`'s `ops` table give.
-pub(crate) fn report_of(
-    a: &Attribution,
-    rules: Rules,
-    gpu: Option<&'static peaks::Gpu>,
-) -> Report {
+/// The rows of an attributed trace under `rules`, and its GPU (`gpu` overrides the trace's).
+pub(crate) fn report_of(a: &Attribution, rules: Rules, gpu: Option<&'static peaks::Gpu>) -> Report {
     let rows = match rules {
         Rules::Exact => exact_rows_of(a),
         Rules::TraceLens => tracelens_rows_of(a),

@@ -444,7 +444,14 @@ mod tests {
         assert_eq!(written[0].rows, [2, 1, 1]);
         assert_eq!(
             entries(&out),
-            ["_kinetrace.json", "events", "flows", "meta", "ops", "tracks"]
+            [
+                "_kinetrace.json",
+                "events",
+                "flows",
+                "meta",
+                "ops",
+                "tracks"
+            ]
         );
         let events = rows(&out.join("events/rank=5/part-00000.parquet"));
         let names: Vec<&Field> = events.iter().map(|r| field(r, "name")).collect();
@@ -631,7 +638,14 @@ mod tests {
             assert_eq!(written[0].rows, [600, 86, 86]);
             assert_eq!(
                 entries(&out),
-                ["_kinetrace.json", "events", "flows", "meta", "ops", "tracks"]
+                [
+                    "_kinetrace.json",
+                    "events",
+                    "flows",
+                    "meta",
+                    "ops",
+                    "tracks"
+                ]
             );
             let read = |t: &str| rows(&out.join(format!("{t}/rank=0/part-00000.parquet")));
             tables.push(["events", "flows", "tracks"].map(read));

@@ -7,8 +7,8 @@
 use crate::error::Result;
 use crate::read::attribution::Collecting;
 use crate::read::events::{Event, Visitor};
-use crate::tools::ops::roofline::peak_of;
-use crate::tools::ops::{report_of, Rules};
+use crate::tools::ops::exact_rows_each;
+use crate::tools::ops::roofline::{choose_gpu, peak_of};
 
 use super::rows::Rows;
 use super::table::{boolean, column, float, int, string, Def, Table};
@@ -49,15 +49,16 @@ impl Visitor for Reading {
     }
 }
 
-/// The `ops` table of a file's attribution, operators in file order.
+/// The `ops` table of a file's attribution, operators in file order. The rows are made
+/// twice, none kept: first for the devices their kernels ran on (the GPU, as `kinetrace
+/// ops` chooses it), then into the table.
 pub(crate) fn ops_table(collected: Collecting) -> Table {
-    let report = {
-        let a = collected.attribution();
-        report_of(&a, Rules::Exact, None)
-    };
-    let gpu = report.gpu.gpu;
+    let a = collected.attribution();
+    let mut devices = Vec::new();
+    exact_rows_each(&a, &mut |r| devices.extend(r.device));
+    let gpu = choose_gpu(&a.devices, devices, None).gpu;
     let mut t = Table::new(OPS);
-    for r in &report.rows {
+    exact_rows_each(&a, &mut |r| {
         let peak = gpu.and_then(|g| peak_of(g, r.table, r.input_type.as_deref()));
         t.int(const { column(OPS, "uid") }, i64::try_from(r.uid).ok())
             .str(const { column(OPS, "name") }, Some(r.name.as_bytes()))
@@ -92,6 +93,6 @@ pub(crate) fn ops_table(collected: Collecting) -> Table {
                 gpu.map(|g| g.device_bandwidth_tbs()),
             )
             .end_row();
-    }
+    });
     t
 }

@@ -487,7 +487,8 @@ impl ParquetOut {
                     let levels = (!required).then_some(&levels[..]);
                     match table.defs[col].kind {
                         Kind::Float => {
-                            let out: Vec<f64> = out.iter().map(|&b| f64::from_bits(b as u64)).collect();
+                            let out: Vec<f64> =
+                                out.iter().map(|&b| f64::from_bits(b as u64)).collect();
                             cw.typed::<DoubleType>().write_batch(&out, levels, None)
                         }
                         Kind::Bool => {
