@@ -609,6 +609,49 @@ mod tests {
         );
     }
 
+    /// Doubles and booleans, held as 8 bytes, come back from a run record and reach the
+    /// file as Parquet DOUBLE and BOOLEAN, nulls as nulls.
+    #[test]
+    fn doubles_and_booleans_survive_a_run_and_the_file() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        use parquet::record::Field;
+        const D: &[Def] = &[int("n"), float("x"), boolean("b")];
+        let mut table = Table::new(D);
+        table
+            .int(0, Some(1))
+            .float(1, Some(-2.5))
+            .boolean(2, Some(true));
+        table.end_row();
+        table.int(0, Some(2)).end_row();
+        let mut copy = Table::new(D);
+        for row in 0..2 {
+            let mut record = Vec::new();
+            table.push_record(row, &mut record);
+            copy.add_record(&record).unwrap();
+        }
+        let dir = scratch("doubles");
+        let path = dir.join("t.parquet");
+        copy.write(&path, &[0, 1], 3, &|| Ok(())).unwrap();
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let rows: Vec<Vec<Field>> = reader
+            .get_row_iter(None)
+            .unwrap()
+            .map(|r| {
+                r.unwrap()
+                    .get_column_iter()
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec![Field::Long(1), Field::Double(-2.5), Field::Bool(true)],
+                vec![Field::Long(2), Field::Null, Field::Null],
+            ]
+        );
+    }
+
     /// A value written to a column of the other kind: a panic in a debug build, and in a
     /// release an error that names the column when the table is written (no file): never
     /// the silent null it was.
