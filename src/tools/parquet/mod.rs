@@ -24,12 +24,12 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::json::render::push_json_string;
 use crate::output::temps;
-use crate::read::attribution::Collecting;
+use crate::read::attribution::Collected;
 use crate::read::events::{scan_trace, ReadOptions};
 use crate::read::ranks::{assign_ranks, RankFrom};
 use crate::read::sources::{Msg, Reader, Sources};
 
-use self::ops::{ops_table, Reading};
+use self::ops::{write_ops_table, Reading};
 use self::rows::{Rows, TABLES};
 use self::runs::Runs;
 use self::table::{beyond_i64, column, int, string, Def, Table, SCHEMA_VERSION, SEQ, TS};
@@ -94,7 +94,7 @@ type Done = (Option<i64>, [u64; 3], u64);
 struct Converted {
     distributed_rank: Option<i64>,
     rows: Rows,
-    ops: Collecting,
+    ops: Collected,
     json_bytes: u64,
 }
 
@@ -106,7 +106,7 @@ fn read_one(
 ) -> Result<Converted> {
     let mut both = Reading {
         rows: Rows::new(spill_dir, spill_bytes),
-        ops: Collecting::default(),
+        ops: Collected::default(),
     };
     let end = scan_trace(path, &mut both, reading, options)?;
     if let Some(invalid) = end.invalid {
@@ -144,6 +144,9 @@ fn write_one(
         json_bytes,
         ..
     } = c;
+    // The operators first: their attribution is freed before the other tables are merged
+    // (each table's merge holds a row group).
+    write_ops_table(ops, &place("ops")?, options.zstd_level, check)?;
     let base = r.header.base_time_ns.unwrap_or(0);
     let runs = std::mem::replace(&mut r.runs, TABLES.map(|_| Runs::new(PathBuf::new())));
     let tables = [&mut r.events, &mut r.flows, &mut r.tracks];
@@ -160,11 +163,6 @@ fn write_one(
         }
         *table = Table::new(table.defs()); // its memory back before the next table
     }
-    // After the other tables' memory is back: the attribution peaks here.
-    let ops = ops_table(ops);
-    let order: Vec<u32> = (0..ops.rows() as u32).collect();
-    ops.write(&place("ops")?, &order, options.zstd_level, check)?;
-    drop(ops);
     let h = &r.header;
     let [events, flows, tracks] = r.counts();
     let mut meta = Table::new(META);

@@ -4,14 +4,17 @@
 //! roofline inputs of the peaks table. The roofline arithmetic itself is SQL over these
 //! columns (docs/analysis.md), as `kinetrace.ops` does it in Python.
 
+use std::path::Path;
+
 use crate::error::Result;
-use crate::read::attribution::Collecting;
+use crate::read::attribution::{tree, Collected};
 use crate::read::events::{Event, Visitor};
-use crate::tools::ops::exact_rows_each;
+use crate::tools::ops::peaks::Gpu;
 use crate::tools::ops::roofline::{choose_gpu, peak_of};
+use crate::tools::ops::{exact_rows_each, InstanceRow};
 
 use super::rows::Rows;
-use super::table::{boolean, column, float, int, string, Def, Table};
+use super::table::{boolean, column, float, int, string, Def, ParquetOut, Table};
 
 /// `ops`' columns, one row per operator instance.
 pub(crate) const OPS: &[Def] = &[
@@ -31,10 +34,14 @@ pub(crate) const OPS: &[Def] = &[
     float("bandwidth_tbs"),
 ];
 
+/// Rows of an `ops` row group: the table is written as its rows come, a group at a time
+/// (about 10 MB of values held), not kept whole.
+const GROUP_ROWS: usize = 1 << 16;
+
 /// A file's rows and what its `ops` table is made of, told by one read.
 pub(crate) struct Reading {
     pub(crate) rows: Rows,
-    pub(crate) ops: Collecting,
+    pub(crate) ops: Collected,
 }
 
 impl Visitor for Reading {
@@ -49,50 +56,78 @@ impl Visitor for Reading {
     }
 }
 
-/// The `ops` table of a file's attribution, operators in file order. The rows are made
-/// twice, none kept: first for the devices their kernels ran on (the GPU, as `kinetrace
-/// ops` chooses it), then into the table.
-pub(crate) fn ops_table(collected: Collecting) -> Table {
-    let a = collected.attribution();
+/// Writes the `ops` table of what a file's read collected to a new file at `path`,
+/// operators in file order. The rows are made twice, none kept: first for the devices
+/// their kernels ran on (the GPU, as `kinetrace ops` chooses it), then into the file.
+pub(crate) fn write_ops_table(
+    collected: Collected,
+    path: &Path,
+    zstd_level: i32,
+    check: &dyn Fn() -> Result<()>,
+) -> Result<()> {
+    let a = tree::build(collected);
     let mut devices = Vec::new();
-    exact_rows_each(&a, &mut |r| devices.extend(r.device));
-    let gpu = choose_gpu(&a.devices, devices, None).gpu;
-    let mut t = Table::new(OPS);
     exact_rows_each(&a, &mut |r| {
-        let peak = gpu.and_then(|g| peak_of(g, r.table, r.input_type.as_deref()));
-        t.int(const { column(OPS, "uid") }, i64::try_from(r.uid).ok())
-            .str(const { column(OPS, "name") }, Some(r.name.as_bytes()))
-            .str(
-                const { column(OPS, "family") },
-                Some(r.table.label().as_bytes()),
-            )
-            .boolean(const { column(OPS, "bwd") }, Some(r.bwd))
-            .float(const { column(OPS, "flops") }, r.figures.map(|f| f.flops))
-            .float(
-                const { column(OPS, "bytes") },
-                r.figures.and_then(|f| f.bytes),
-            )
-            .int(const { column(OPS, "kernel_time_ns") }, Some(r.kernel_ns))
-            .str(
-                const { column(OPS, "input_dims") },
-                r.input_dims.as_deref().map(str::as_bytes),
-            )
-            .str(
-                const { column(OPS, "input_type") },
-                r.input_type.as_deref().map(str::as_bytes),
-            )
-            .int(const { column(OPS, "device") }, r.device)
-            .str(const { column(OPS, "gpu") }, gpu.map(|g| g.key.as_bytes()))
-            .str(
-                const { column(OPS, "precision") },
-                peak.map(|(p, _)| p.label().as_bytes()),
-            )
-            .float(const { column(OPS, "peak_tflops") }, peak.map(|(_, v)| v))
-            .float(
-                const { column(OPS, "bandwidth_tbs") },
-                gpu.map(|g| g.device_bandwidth_tbs()),
-            )
-            .end_row();
-    });
-    t
+        devices.extend(r.device);
+        Ok(())
+    })?;
+    let gpu = choose_gpu(&a.devices, devices, None).gpu;
+    let mut out = ParquetOut::create(path, OPS, zstd_level)?;
+    let mut t = Table::new(OPS);
+    let mut flush = |t: &mut Table| -> Result<()> {
+        check()?;
+        let order: Vec<u32> = (0..t.rows() as u32).collect();
+        out.write_group(t, &order)?;
+        t.clear();
+        Ok(())
+    };
+    exact_rows_each(&a, &mut |r| {
+        add_row(&mut t, &r, gpu);
+        if t.rows() >= GROUP_ROWS {
+            flush(&mut t)?;
+        }
+        Ok(())
+    })?;
+    if t.rows() > 0 {
+        flush(&mut t)?;
+    }
+    out.close()
+}
+
+/// One row of `ops` (`gpu`: the roofline's GPU, if known).
+fn add_row(t: &mut Table, r: &InstanceRow, gpu: Option<&'static Gpu>) {
+    let peak = gpu.and_then(|g| peak_of(g, r.table, r.input_type.as_deref()));
+    t.int(const { column(OPS, "uid") }, i64::try_from(r.uid).ok())
+        .str(const { column(OPS, "name") }, Some(r.name.as_bytes()))
+        .str(
+            const { column(OPS, "family") },
+            Some(r.table.label().as_bytes()),
+        )
+        .boolean(const { column(OPS, "bwd") }, Some(r.bwd))
+        .float(const { column(OPS, "flops") }, r.figures.map(|f| f.flops))
+        .float(
+            const { column(OPS, "bytes") },
+            r.figures.and_then(|f| f.bytes),
+        )
+        .int(const { column(OPS, "kernel_time_ns") }, Some(r.kernel_ns))
+        .str(
+            const { column(OPS, "input_dims") },
+            r.input_dims.as_deref().map(str::as_bytes),
+        )
+        .str(
+            const { column(OPS, "input_type") },
+            r.input_type.as_deref().map(str::as_bytes),
+        )
+        .int(const { column(OPS, "device") }, r.device)
+        .str(const { column(OPS, "gpu") }, gpu.map(|g| g.key.as_bytes()))
+        .str(
+            const { column(OPS, "precision") },
+            peak.map(|(p, _)| p.label().as_bytes()),
+        )
+        .float(const { column(OPS, "peak_tflops") }, peak.map(|(_, v)| v))
+        .float(
+            const { column(OPS, "bandwidth_tbs") },
+            gpu.map(|g| g.device_bandwidth_tbs()),
+        )
+        .end_row();
 }
