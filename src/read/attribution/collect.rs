@@ -1,6 +1,8 @@
 //! What attribution keeps of each event, in one streaming pass: host events (CPU operators
 //! and runtime calls) with the few arguments the operator tools read, GPU activities with
-//! their times, and the ends of the launch flows. Nothing of the rest of an event's text.
+//! their times, and the ends of the launch flows. Nothing of the rest of an event's text:
+//! a fixed-size record per event in flat lists (no allocation per event), names, threads,
+//! argument texts and argument sets numbered once each.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -235,3 +235,13 @@ fn operators_with_equal_arguments_share_one_set() {
     assert!(a.args(op(&a, "d")).input_dims.is_none());
     assert_eq!(a.args(op(&a, "c")).input_dims.as_deref(), Some("[[2, 3]]"));
 }
+
+/// The records a big trace has millions of stay their size (docs/parquet.md counts them).
+#[test]
+fn records_keep_their_sizes() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<Op>(), 64);
+    assert_eq!(size_of::<super::collect::Runtime>(), 48);
+    assert_eq!(size_of::<GpuEvent>(), 48);
+    assert_eq!(size_of::<super::collect::GpuLink>(), 24);
+}
