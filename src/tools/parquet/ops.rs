@@ -65,6 +65,16 @@ pub(crate) fn write_ops_table(
     zstd_level: i32,
     check: &dyn Fn() -> Result<()>,
 ) -> Result<()> {
+    write_in_groups(collected, path, (zstd_level, GROUP_ROWS), check)
+}
+
+/// [`write_ops_table`] with row groups of `group_rows`.
+fn write_in_groups(
+    collected: Collected,
+    path: &Path,
+    (zstd_level, group_rows): (i32, usize),
+    check: &dyn Fn() -> Result<()>,
+) -> Result<()> {
     let a = tree::build(collected);
     let mut devices = Vec::new();
     exact_rows_each(&a, &mut |r| {
@@ -83,7 +93,7 @@ pub(crate) fn write_ops_table(
     };
     exact_rows_each(&a, &mut |r| {
         add_row(&mut t, &r, gpu);
-        if t.rows() >= GROUP_ROWS {
+        if t.rows() >= group_rows {
             flush(&mut t)?;
         }
         Ok(())
@@ -130,4 +140,54 @@ fn add_row(t: &mut Table, r: &InstanceRow, gpu: Option<&'static Gpu>) {
             gpu.map(|g| g.device_bandwidth_tbs()),
         )
         .end_row();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+
+    use super::*;
+    use crate::read::events::{read_trace_with, ReadOptions};
+
+    /// Rows written as they come, a row group at a time: every row once, in file order,
+    /// however the groups cut them.
+    #[test]
+    fn rows_are_written_a_group_at_a_time_in_order() {
+        let op = |ts: u32| {
+            format!(
+                r#"{{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": {ts}, "dur": 1, "args": {{"Input Dims": [[64, 512], [64, 512], []], "Input type": ["float", "float", "Scalar"]}}}}"#
+            )
+        };
+        let events: Vec<String> = (0..5).map(|i| op(10 * i)).collect();
+        let scratch = crate::testing::scratch("parquet-ops-groups");
+        let trace = scratch.join("t.json");
+        std::fs::write(
+            &trace,
+            format!(r#"{{"traceEvents": [{}]}}"#, events.join(",")),
+        )
+        .unwrap();
+        for (group_rows, groups) in [(2, 3), (GROUP_ROWS, 1)] {
+            let mut collected = Collected::default();
+            read_trace_with(
+                &trace,
+                &mut collected,
+                &mut |_| Ok(()),
+                ReadOptions::default(),
+            )
+            .unwrap();
+            let path = scratch.join(format!("ops-{group_rows}.parquet"));
+            write_in_groups(collected, &path, (3, group_rows), &|| Ok(())).unwrap();
+            let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+            assert_eq!(reader.metadata().num_row_groups(), groups);
+            let uids: Vec<Field> = reader
+                .get_row_iter(None)
+                .unwrap()
+                .map(|r| r.unwrap().get_column_iter().next().unwrap().1.clone())
+                .collect();
+            assert_eq!(uids, (0..5).map(Field::Long).collect::<Vec<_>>());
+        }
+    }
 }
