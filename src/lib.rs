@@ -18,7 +18,8 @@
 //!   `tools::summary::{events, exact, hta, report}`), `tools::diff` (`diff`'s one read per
 //!   file for its summary and operators: `tools::diff::read`; `diff --rules hta`'s side
 //!   over summary's `hta` reading: `tools::diff::hta`), `tools::parquet`
-//!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table}`), `tools::ops`
+//!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table, ops}`),
+//!   `tools::ops`
 //!   (FLOPs and bytes of each operator from its recorded shapes, per family:
 //!   `tools::ops::{args, dtype, gemm, elementwise, reduce, norm, conv, attention, extensions,
 //!   exact, peaks, peaks_tests, roofline, rates, groups, reference_tests}`: `peaks` the GPUs'

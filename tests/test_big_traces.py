@@ -139,21 +139,26 @@ EXTRA = {"parquet": (48 + 128) * MiB}
 MEASURED_MIB = {
     "check": 65,
     "compress": 8,
-    # 190 / 583 MiB at 0.26 / 1.05 GB: the attribution of each side in turn (one file at
-    # a time), ~460 B per GPU activity (1.33M at 1.05 GB, with the operators and their
-    # runtime calls; ~3.5x summary's record). 242 / 696 MiB before the operators' argument
-    # texts were shared.
-    "diff": 583,
+    # 206-227 MiB at 1.05 GB (2026-12-03, 2 cores busy, two runs): the attribution of
+    # each side in turn (one file at a time), ~170 B per GPU activity (1.33M, with the
+    # operators and their runtime calls: fixed-size records, the runtime calls freed once
+    # launches are resolved). 583 MiB before attribution was made lean, 696 MiB before the
+    # operators' argument texts were shared.
+    "diff": 227,
     "filter": 3,
     "filter-cutting-flows": 192,  # past the general bound: see GROWING
     "merge": 8,
+    # 1748 MiB at 1.05 GB (2026-12-03, 2 cores busy; 1747 before attribution was made
+    # lean): ~2.7 KB per operator (0.66M), one row per instance, a Python dict of 23 keys
+    # (~1.6 KB, its texts shared), in the report and in ``--json``; the attribution (diff's)
+    # is freed before the dicts are made.
+    "ops": 1748,
     # 212 / 223 / 251 MiB at 0.26 / 0.52 / 1.05 GB: the merge of the spilled runs reads
     # each through a 1 MiB buffer, so it grows by ~1 MiB a run (25 runs at 0.52 GB).
     # The general bound plus EXTRA (337 MiB on 2 cores, 1.34x) is the tighter one here.
-    # 433 / 1747 MiB at 0.26 / 1.05 GB (2026-12-03): ~2.7 KB per operator (0.66M at 1.05
-    # GB), the attribution's (diff's) and one row per instance, a Python dict of 23 keys
-    # (~1.6 KB, its texts shared), in the report and in ``--json``.
-    "ops": 1747,
+    # 251-252 MiB with the ops table too (2026-12-03, 2 cores busy): it is written first,
+    # a row group at a time, and its attribution (0.66M operators; diff's figure at most)
+    # freed before the other tables merge; 608 MiB when the attribution was held to the end.
     "parquet": 251,
     "repair": 68,  # the trace loads: a check (65 MiB), then a file-to-file copy
     "split": 26,

@@ -20,7 +20,7 @@ import pytest
 import kinetrace
 from kinetrace import _kinetrace
 from support import cli
-from support.real import REAL_DIR, real_params, real_text
+from support.real import REAL_DIR, real_params, real_text, require_real
 
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow (requirements-dev.txt) is absent")
 ds = pytest.importorskip("pyarrow.dataset", reason="pyarrow (requirements-dev.txt) is absent")
@@ -106,7 +106,7 @@ def test_every_real_trace_as_tables(path: Path, tmp_path: Path) -> None:
     assert (rank.events, rank.flows, rank.tracks) == tuple(len(want[t]) for t in want)
     (meta,) = read_table(out, "meta")
     base = int(trace.get("baseTimeNanoseconds", 0))
-    assert meta["base_time_ns"] == base and meta["kinetrace_schema"] == 1
+    assert meta["base_time_ns"] == base and meta["kinetrace_schema"] == 2
     assert (meta["events"], meta["flows"], meta["tracks"]) == (rank.events, rank.flows, rank.tracks)
     assert meta["rank"] == rank.rank
     header = json.loads(meta["header"], parse_float=Decimal) if meta["header"] else {}
@@ -319,12 +319,12 @@ def test_export_parquet_holds_what_the_exported_trace_holds(tmp_path: Path) -> N
 
 
 def documented_columns() -> dict[str, dict[str, str]]:
-    """Each table's columns and their types (``INT64`` or ``STRING``) as docs/parquet.md
-    states them: the tables of ``events`` and ``flows`` (a flows row without a type is "as
-    in ``events``"), the prose of ``tracks`` and ``meta``."""
+    """Each table's columns and their types (``INT64``, ``STRING``, ``DOUBLE``, ``BOOLEAN``)
+    as docs/parquet.md states them: the tables of ``events``, ``flows`` and ``ops`` (a flows
+    row without a type is "as in ``events``"), the prose of ``tracks`` and ``meta``."""
     text = DOCS.read_text()
     tables: dict[str, dict[str, str]] = {}
-    for table in ("events", "flows"):
+    for table in ("events", "flows", "ops"):
         section = text.split(f"### `{table}`\n", 1)[1].split("\n### ", 1)[0]
         columns: dict[str, str] = {}
         for line in section.splitlines():
@@ -359,6 +359,15 @@ def documented_columns() -> dict[str, dict[str, str]]:
     return tables
 
 
+#: Each documented type as Parquet stores it: (physical, logical, converted type).
+PARQUET_TYPES = {
+    "INT64": ("INT64", "NONE", "NONE"),
+    "STRING": ("BYTE_ARRAY", "STRING", "UTF8"),
+    "DOUBLE": ("DOUBLE", "NONE", "NONE"),
+    "BOOLEAN": ("BOOLEAN", "NONE", "NONE"),
+}
+
+
 def test_parquet_types_and_metadata_are_the_documented_ones(tmp_path: Path) -> None:
     """Every column of every table has the Parquet type docs/parquet.md gives it: INT64 a
     plain INT64 (no timestamp or other logical type), STRING a BYTE_ARRAY annotated UTF-8;
@@ -387,10 +396,7 @@ def test_parquet_types_and_metadata_are_the_documented_ones(tmp_path: Path) -> N
                 column.max_definition_level,
             )
         want = {
-            name: (
-                ("INT64", "NONE", "NONE") if kind == "INT64" else ("BYTE_ARRAY", "STRING", "UTF8")
-            )
-            + (0 if name == "seq" else 1,)
+            name: PARQUET_TYPES[kind] + (0 if name == "seq" else 1,)
             for name, kind in columns.items()
         }
         assert got == want, table
@@ -423,3 +429,38 @@ def test_export_parquets_fifo_folder_is_a_temporary_swept_there(
     assert result.events > 0
     # (torch keeps a folder of its own there too)
     assert [n for n in os.listdir(system_tmp) if n.endswith(".kinetrace-tmp")] == []
+
+
+#: Real traces with GPUs of the peaks table (``tests/test_ops.py``'s): their ``ops`` table.
+OPS_TRACES = (
+    Path("TraceLens") / "h100" / "google_owlv2-large-patch14-ensemble__1016001.json.gz",
+    Path("TraceLens") / "b200" / "eager_trace.json.gz",
+)
+
+#: The ``ops`` columns that are ``kinetrace.ops``' row keys of the same name; ``family`` is
+#: its ``table``.
+OPS_SAME = ("uid", "name", "bwd", "flops", "bytes", "kernel_time_ns", "input_dims", "input_type")
+
+
+@pytest.mark.parametrize("trace", OPS_TRACES, ids=str)
+def test_the_ops_table_is_kinetrace_ops_rows(trace: Path, tmp_path: Path) -> None:
+    """The ``ops`` table holds ``kinetrace.ops``' rows (``exact`` rules) in its order, with
+    its GPU, each row's peak and the GPU's bandwidth; the dataset is of schema version 2."""
+    path = require_real() / trace
+    report = kinetrace.ops(path)
+    kinetrace.to_parquet(path, tmp_path / "ds")
+    table = read_table(tmp_path / "ds", "ops")
+    assert report.gpu is not None and len(report.rows) > 100
+    got = [(*(r[k] for k in OPS_SAME), r["family"], r["device"]) for r in table]
+    want = [(*(r[k] for k in OPS_SAME), r["table"], r["device"]) for r in report.rows]
+    assert got == want
+    peaks = {(r["gpu"], r["precision"], r["peak_tflops"], r["bandwidth_tbs"]) for r in table}
+    bandwidth = report.gpu["bandwidth_tbs"]
+    assert peaks == {
+        (report.gpu["key"], r["precision"], r["peak_tflops"], bandwidth) for r in report.rows
+    }
+    assert {r["rank"] for r in table} == {0}
+    (meta,) = read_table(tmp_path / "ds", "meta")
+    assert meta["kinetrace_schema"] == 2
+    marker = json.loads((tmp_path / "ds" / "_kinetrace.json").read_text())
+    assert marker["schema"] == 2

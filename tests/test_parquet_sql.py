@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import kinetrace
+from kinetrace._tools.ops import roofline
 from support import sql
 from support.real import DLRM_RANKS, REAL_TRACES, real_params, require_real, trace_id
 
@@ -35,6 +36,9 @@ FIGURES = (
     "rank_steps",
     "steps",
 )
+
+#: The page's figures compared with ``kinetrace.ops``' groups instead of the summary's.
+OPS_FIGURES = ("op_groups",)
 
 #: The traces Spark runs on in the default set: communication kernels overlapping
 #: computation on five streams; MTIA's categories on twelve streams. The eight DLRM ranks
@@ -175,7 +179,7 @@ def summary_of(paths: Sequence[Path]) -> dict[str, Any]:
 
 def test_the_page_has_a_query_for_every_figure() -> None:
     found = sql.blocks()
-    assert sorted(name for kind, name in found if kind == "figure") == sorted(FIGURES)
+    assert sorted(name for kind, name in found if kind == "figure") == sorted(FIGURES + OPS_FIGURES)
     assert {name for kind, name in found if kind == "open"} == {"duckdb", "spark", "pyspark"}
 
 
@@ -408,3 +412,84 @@ def test_a_wrong_query_is_caught(dataset: Build, tmp_path: Path) -> None:
             "kernels",
             "comm_comp_overlap_pct",
         }
+
+
+#: Real traces with GPUs of the peaks table (``tests/test_ops.py``'s), for ``op_groups``:
+#: DuckDB on each, Spark on the first in the default set (on all in the slow set).
+OPS_TRACES = (
+    Path("TraceLens") / "b200" / "eager_trace.json.gz",
+    Path("TraceLens") / "h100" / "google_owlv2-large-patch14-ensemble__1016001.json.gz",
+    Path("TraceLens") / "mi300" / "google_owlv2-large-patch14-ensemble__1016001.json.gz",
+)
+
+
+def _close(value: Any) -> Any:
+    """A double of the page's arithmetic, equal to Python's to the last digits (the two
+    compute in different orders)."""
+    return pytest.approx(value, rel=1e-9, abs=0) if isinstance(value, float) else value
+
+
+def _group_key(row: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple("" if v is None else v for v in row[:4])
+
+
+def ops_groups(path: Path) -> Rows:
+    """``kinetrace.ops(path).groups`` as ``op_groups`` gives them (without ``rank`` and
+    ``family``; times in µs), ``roof_tflops`` from the module's roofline of the summed
+    rows; sorted by (name, bwd, input_dims, input_type)."""
+    report = kinetrace.ops(path)
+    assert report.gpu is not None, report.note
+    bandwidth = report.gpu["bandwidth_tbs"]
+    rows: dict[tuple[Any, ...], list[Any]] = {}
+    for r in report.rows:
+        rows.setdefault((r["name"], r["bwd"], r["input_dims"], r["input_type"]), []).append(r)
+    out = []
+    for g in report.groups:
+        members = rows[g.name, g.bwd, g.input_dims, g.input_type]
+        total_flops = None if g.flops is None else sum(r["flops"] or 0.0 for r in members)
+        total_bytes = None if g.bytes is None else sum(r["bytes"] or 0.0 for r in members)
+        roof = roofline(total_flops, total_bytes, g.time_us, g.peak_tflops, bandwidth)
+        key = (g.name, g.bwd, g.input_dims, g.input_type)
+        rates = (g.tflops_s, g.tbs, g.flops_per_byte, g.precision, g.peak_tflops)
+        roofs = (roof["roof_tflops"], g.roof_pct, g.bound, g.roof_time_us, g.saveable_us)
+        out.append((*key, g.count, g.time_us, g.flops, g.bytes, *rates, *roofs))
+    return sorted(out, key=_group_key)
+
+
+def page_groups(engine: sql.Engine) -> Rows:
+    """The page's ``op_groups`` of a one-rank dataset as :func:`ops_groups` gives them, in
+    the page's order."""
+    out = []
+    for row in engine.rows("op_groups"):
+        assert row[0] == 0  # the rank
+        name, _family, bwd, dims, types, count, time_ns, *rest = row[1:]
+        *rest, roof_ns, saveable_ns = rest
+        us = [None if v is None else v / 1000 for v in (roof_ns, saveable_ns)]
+        out.append((name, bwd, dims, types, count, time_ns / 1000, *rest, *us))
+    return out
+
+
+def assert_groups(engine: sql.Engine, path: Path) -> None:
+    page, want = page_groups(engine), ops_groups(path)
+    assert len(page) == len(want) > 10
+    assert sorted(page, key=_group_key) == [tuple(_close(v) for v in row) for row in want]
+    # Ranked as the module ranks them: the most saveable first.
+    first = max(want, key=lambda row: row[-1] or 0.0)
+    assert _group_key(page[0]) == _group_key(first)
+
+
+@pytest.mark.parametrize("trace", OPS_TRACES, ids=str)
+def test_duckdb_gives_the_ops_groups(trace: Path, dataset: Build) -> None:
+    path = require_real() / trace
+    with sql.duckdb_engine(dataset([path])) as engine:
+        assert_groups(engine, path)
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [OPS_TRACES[0], *(pytest.param(t, marks=pytest.mark.slow) for t in OPS_TRACES[1:])],
+    ids=str,
+)
+def test_spark_gives_the_ops_groups(trace: Path, dataset: Build, spark: SparkSession) -> None:
+    path = require_real() / trace
+    assert_groups(sql.spark_engine(spark, dataset([path])), path)

@@ -1,8 +1,9 @@
 """``to_parquet``: trace files as one Parquet dataset (``kinetrace parquet``).
 
-The dataset (``docs/parquet.md``, schema version 1) is what DuckDB, Spark, pyarrow and
-pandas read without conversion: ``events/``, ``flows/``, ``tracks/`` and ``meta/``, each
-partitioned by rank the Hive way (``rank=R`` folders). The reading and writing are the
+The dataset (``docs/parquet.md``, schema version 2) is what DuckDB, Spark, pyarrow and
+pandas read without conversion: ``events/``, ``flows/``, ``tracks/``, ``ops/`` (the rows
+of ``kinetrace.ops``) and ``meta/``, each partitioned by rank the Hive way (``rank=R``
+folders). The reading and writing are the
 native module's (the ``parquet`` crate, zstd), files in parallel, the GIL released.
 """
 

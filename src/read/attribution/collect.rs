@@ -1,6 +1,8 @@
 //! What attribution keeps of each event, in one streaming pass: host events (CPU operators
 //! and runtime calls) with the few arguments the operator tools read, GPU activities with
-//! their times, and the ends of the launch flows. Nothing of the rest of an event's text.
+//! their times, and the ends of the launch flows. Nothing of the rest of an event's text:
+//! a fixed-size record per event in flat lists (no allocation per event), names, threads,
+//! argument texts and argument sets numbered once each.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -11,18 +13,10 @@ use crate::json::object::{member, string_body, unescaped, Duplicates};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_ID, SLOT_TS};
 use crate::read::ranks::distributed_rank;
 
-/// What a host event is to the call tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HostKind {
-    /// `cpu_op`: a CPU operator.
-    Op,
-    /// `cuda_runtime` / `cuda_driver`: a call that may launch GPU work.
-    Runtime,
-}
-
 /// The arguments of a CPU operator the operator tools read, as written (JSON text), each
 /// text shared by the operators that have it (the instances of an operator repeat their
-/// shapes: one copy, not ~50 bytes and an allocation per operator and argument).
+/// shapes: one copy, not ~50 bytes and an allocation per operator and argument). Whole sets
+/// are shared too: an operator holds the index of its set ([`Op::args`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OpArgs {
     pub(crate) input_dims: Option<Arc<str>>,
@@ -31,40 +25,156 @@ pub(crate) struct OpArgs {
     pub(crate) input_strides: Option<Arc<str>>,
 }
 
-/// One host event as read.
-#[derive(Debug, Clone)]
-pub(crate) struct HostEvent {
-    pub(crate) uid: u64,
-    pub(crate) kind: HostKind,
-    pub(crate) name: u32,
-    /// The (pid, tid) it ran on, numbered in the order met.
-    pub(crate) thread: u32,
-    pub(crate) start: i64,
-    pub(crate) end: i64,
-    pub(crate) correlation: Option<i64>,
-    pub(crate) external_id: Option<i64>,
-    pub(crate) sequence: Option<i64>,
-    /// Only for [`HostKind::Op`].
-    pub(crate) args: Option<Box<OpArgs>>,
+impl OpArgs {
+    /// The set's identity: its texts' addresses (equal texts are one `Arc`).
+    fn key(&self) -> [usize; 4] {
+        let at = |t: &Option<Arc<str>>| {
+            t.as_ref()
+                .map_or(0, |t| Arc::as_ptr(t).cast::<u8>() as usize)
+        };
+        [
+            at(&self.input_dims),
+            at(&self.input_type),
+            at(&self.concrete_inputs),
+            at(&self.input_strides),
+        ]
+    }
 }
 
-/// One GPU activity (kernel, memcpy, memset).
+/// "None" of the u32 indices below (a trace has fewer than 2^32 - 1 of each).
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// One CPU operator: as read, then (`tree::build`) placed in the call tree. 64 bytes; the
+/// optional indices are [`NONE`] where absent (read them through the methods).
+#[derive(Debug, Clone)]
+pub(crate) struct Op {
+    /// Index of the event in `traceEvents`.
+    pub(crate) uid: u64,
+    /// Exact start and end, ns.
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    /// Its own CPU time (ns): its duration less that of the operators nested in it (on its
+    /// thread, each clipped to it).
+    pub(crate) self_ns: i64,
+    sequence: i64,
+    /// Index into the names.
+    pub(crate) name: u32,
+    pub(crate) thread: u32,
+    /// Index of its argument set (`Attribution::args`).
+    pub(crate) args: u32,
+    parent: u32,
+    forward: u32,
+    has_sequence: bool,
+}
+
+impl Op {
+    /// The nearest enclosing operator (index into the operators).
+    pub(crate) fn parent(&self) -> Option<u32> {
+        (self.parent != NONE).then_some(self.parent)
+    }
+
+    pub(crate) fn set_parent(&mut self, parent: u32) {
+        self.parent = parent;
+    }
+
+    /// For a backward frame: its forward operator.
+    pub(crate) fn forward(&self) -> Option<u32> {
+        (self.forward != NONE).then_some(self.forward)
+    }
+
+    pub(crate) fn set_forward(&mut self, forward: u32) {
+        self.forward = forward;
+    }
+
+    pub(crate) fn sequence(&self) -> Option<i64> {
+        self.has_sequence.then_some(self.sequence)
+    }
+}
+
+/// One runtime call (`cuda_runtime`, `cuda_driver`): what nesting and the launch links
+/// need, no more (48 bytes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Runtime {
+    pub(crate) uid: u64,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    correlation: i64,
+    external_id: i64,
+    pub(crate) thread: u32,
+    flags: u8,
+}
+
+const HAS_CORRELATION: u8 = 1;
+const HAS_EXTERNAL_ID: u8 = 2;
+const GRAPH_LAUNCH: u8 = 4;
+
+/// The two link values of a launch or an activity, packed.
+fn pack(correlation: Option<i64>, external_id: Option<i64>) -> (i64, i64, u8) {
+    let flags = u8::from(correlation.is_some()) * HAS_CORRELATION
+        + u8::from(external_id.is_some()) * HAS_EXTERNAL_ID;
+    (correlation.unwrap_or(0), external_id.unwrap_or(0), flags)
+}
+
+/// The value that links a launch to its GPU activity.
+fn link_of(by_correlation: bool, (correlation, external_id, flags): (i64, i64, u8)) -> Option<i64> {
+    if by_correlation {
+        (flags & HAS_CORRELATION != 0).then_some(correlation)
+    } else {
+        (flags & HAS_EXTERNAL_ID != 0).then_some(external_id)
+    }
+}
+
+impl Runtime {
+    pub(crate) fn link(&self, by_correlation: bool) -> Option<i64> {
+        link_of(
+            by_correlation,
+            (self.correlation, self.external_id, self.flags),
+        )
+    }
+
+    /// A graph launch: it takes every GPU activity of its correlation.
+    pub(crate) fn is_graph_launch(&self) -> bool {
+        self.flags & GRAPH_LAUNCH != 0
+    }
+}
+
+/// One GPU activity (kernel, memcpy, memset): what the operator tools read of it (48
+/// bytes). What links it to its launch is apart ([`GpuLink`]), dropped once linked.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GpuEvent {
     pub(crate) uid: u64,
-    /// Index into the names (shared with the host events').
-    pub(crate) name: u32,
-    pub(crate) thread: u32,
     /// Exact times in ns.
     pub(crate) start: i64,
     pub(crate) end: i64,
     /// `ts` and `dur` in µs as floats (how float-based tools such as TraceLens see them).
     pub(crate) ts_us: f64,
     pub(crate) dur_us: f64,
-    pub(crate) correlation: Option<i64>,
-    pub(crate) external_id: Option<i64>,
-    /// `args.device`: the `id` of its `deviceProperties` entry.
-    pub(crate) device: Option<i64>,
+    /// Index into the names (shared with the operators').
+    pub(crate) name: u32,
+    /// `args.device`, an index into `Attribution::device_ids` ([`NONE`]: none).
+    pub(crate) device: u32,
+}
+
+/// What links a GPU activity to its launch: its thread and link values (24 bytes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GpuLink {
+    correlation: i64,
+    external_id: i64,
+    pub(crate) thread: u32,
+    flags: u8,
+}
+
+impl GpuLink {
+    pub(crate) fn link(&self, by_correlation: bool) -> Option<i64> {
+        link_of(
+            by_correlation,
+            (self.correlation, self.external_id, self.flags),
+        )
+    }
+
+    pub(crate) fn correlation(&self) -> Option<i64> {
+        (self.flags & HAS_CORRELATION != 0).then_some(self.correlation)
+    }
 }
 
 /// One entry of the trace's top-level `deviceProperties` (what the roofline needs of it).
@@ -130,18 +240,26 @@ const RUNTIME_CATS: [&str; 2] = ["cuda_runtime", "cuda_driver"];
 /// GPU categories whose time an operator owns.
 const GPU_CATS: [&str; 3] = ["kernel", "gpu_memcpy", "gpu_memset"];
 
-/// Everything one pass keeps.
+/// Names of the graph launches: each takes every GPU activity of its correlation.
+const GRAPH_LAUNCHES: [&str; 2] = ["cudaGraphLaunch", "hipGraphLaunch"];
+
+/// Everything one pass keeps: per event a fixed-size record in one of a few flat lists,
+/// names and argument texts once each.
 #[derive(Default)]
 pub(crate) struct Collected {
     pub(crate) names: Vec<Box<str>>,
     name_ids: HashMap<Box<[u8]>, u32>,
     thread_ids: HashMap<Box<[u8]>, u32>,
-    pub(crate) hosts: Vec<HostEvent>,
+    /// The CPU operators, in file order.
+    pub(crate) ops: Vec<Op>,
+    pub(crate) runtime: Vec<Runtime>,
     pub(crate) gpu: Vec<GpuEvent>,
+    /// Beside `gpu`, one each.
+    pub(crate) gpu_links: Vec<GpuLink>,
     /// Flow `id`s of `ac2g` starts.
-    pub(crate) flow_starts: std::collections::HashSet<i64>,
-    /// Flow `id` -> thread of its (last) `ac2g` end.
-    pub(crate) flow_ends: HashMap<i64, u32>,
+    pub(crate) flow_starts: Vec<i64>,
+    /// (flow `id`, thread) of `ac2g` ends, in file order (the last end of an `id` counts).
+    pub(crate) flow_ends: Vec<(i64, u32)>,
     /// Whether the first launching runtime call carries `correlation` (else `External id`
     /// links launches to GPU work); `None` until one is met.
     pub(crate) link_by_correlation: Option<bool>,
@@ -149,8 +267,13 @@ pub(crate) struct Collected {
     pub(crate) devices: Vec<Device>,
     /// `distributedInfo.rank`, when an integer.
     pub(crate) distributed_rank: Option<i64>,
+    /// The distinct `args.device` values of the GPU activities.
+    pub(crate) device_ids: Vec<i64>,
     /// The operators' argument texts met so far (see [`OpArgs`]).
-    pub(crate) texts: HashSet<Arc<str>>,
+    texts: HashSet<Arc<str>>,
+    /// The distinct argument sets, and each one's index by its key.
+    pub(crate) args: Vec<OpArgs>,
+    arg_ids: HashMap<[usize; 4], u32>,
 }
 
 /// Integer members of `args` the tree needs, and the operator arguments.
@@ -200,6 +323,17 @@ fn read_args(raw: &[u8], texts: Option<&mut HashSet<Arc<str>>>) -> ArgsRead {
     out
 }
 
+/// Index of `value` in `values`, added at the end if new (a trace has a few).
+fn small_index(values: &mut Vec<i64>, value: i64) -> u32 {
+    match values.iter().position(|&v| v == value) {
+        Some(i) => i as u32,
+        None => {
+            values.push(value);
+            values.len() as u32 - 1
+        }
+    }
+}
+
 impl Collected {
     fn name_id(&mut self, name: &[u8]) -> u32 {
         if let Some(&id) = self.name_ids.get(name) {
@@ -220,60 +354,103 @@ impl Collected {
         id
     }
 
+    /// Drops what only the read needs (the lookups of names, threads and texts).
+    pub(crate) fn drop_lookups(&mut self) {
+        self.name_ids = HashMap::new();
+        self.thread_ids = HashMap::new();
+        self.texts = HashSet::new();
+        self.arg_ids = HashMap::new();
+    }
+
+    fn args_id(&mut self, args: OpArgs) -> u32 {
+        let key = args.key();
+        if let Some(&id) = self.arg_ids.get(&key) {
+            return id;
+        }
+        let id = self.args.len() as u32;
+        self.arg_ids.insert(key, id);
+        self.args.push(args);
+        id
+    }
+
     fn flow(&mut self, ev: &Event<'_>) {
         let Some(id) = ev.value_text(SLOT_ID).and_then(whole_number) else {
             return;
         };
         match ev.ph {
-            b"s" => {
-                self.flow_starts.insert(id);
-            }
+            b"s" => self.flow_starts.push(id),
             b"f" => {
                 let thread = self.thread_id(ev.thread_key);
-                self.flow_ends.insert(id, thread);
+                self.flow_ends.push((id, thread));
             }
             _ => {}
         }
     }
 
-    fn host(&mut self, ev: &Event<'_>, kind: HostKind, start: i64, end: i64) {
-        let texts = (kind == HostKind::Op).then_some(&mut self.texts);
-        let args = read_args(ev.raw, texts);
-        if kind == HostKind::Runtime && self.link_by_correlation.is_none() {
+    fn op(&mut self, ev: &Event<'_>, start: i64, end: i64) {
+        let args = read_args(ev.raw, Some(&mut self.texts));
+        let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
+        let set = self.args_id(args.op);
+        self.ops.push(Op {
+            uid: ev.index,
+            start,
+            end,
+            self_ns: end - start,
+            sequence: args.sequence.unwrap_or(0),
+            name,
+            thread,
+            args: set,
+            parent: NONE,
+            forward: NONE,
+            has_sequence: args.sequence.is_some(),
+        });
+    }
+
+    fn runtime(&mut self, ev: &Event<'_>, start: i64, end: i64) {
+        let args = read_args(ev.raw, None);
+        if self.link_by_correlation.is_none() {
             let launch = String::from_utf8_lossy(ev.name).to_lowercase();
             if launch.contains("launch") {
                 self.link_by_correlation = Some(args.correlation.is_some());
             }
         }
-        let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
-        self.hosts.push(HostEvent {
+        let (correlation, external_id, mut flags) = pack(args.correlation, args.external_id);
+        if GRAPH_LAUNCHES.iter().any(|g| g.as_bytes() == ev.name) {
+            flags |= GRAPH_LAUNCH;
+        }
+        let thread = self.thread_id(ev.thread_key);
+        self.runtime.push(Runtime {
             uid: ev.index,
-            kind,
-            name,
-            thread,
             start,
             end,
-            correlation: args.correlation,
-            external_id: args.external_id,
-            sequence: args.sequence,
-            args: (kind == HostKind::Op).then(|| Box::new(args.op)),
+            correlation,
+            external_id,
+            thread,
+            flags,
         });
     }
 
     fn gpu_event(&mut self, ev: &Event<'_>, start: i64, end: i64) {
         let args = read_args(ev.raw, None);
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
+        let device = args
+            .device
+            .map_or(NONE, |d| small_index(&mut self.device_ids, d));
         self.gpu.push(GpuEvent {
             uid: ev.index,
-            name,
-            thread,
             start,
             end,
             ts_us: ev.ts.unwrap_or(0.0),
             dur_us: ev.dur.unwrap_or(0.0),
-            correlation: args.correlation,
-            external_id: args.external_id,
-            device: args.device,
+            name,
+            device,
+        });
+        let (correlation, external_id, flags) = pack(args.correlation, args.external_id);
+        self.gpu_links.push(GpuLink {
+            correlation,
+            external_id,
+            thread,
+            flags,
         });
     }
 }
@@ -307,9 +484,9 @@ impl Visitor for Collected {
         };
         let end = start.saturating_add(dur);
         if OP_CATS.contains(&cat) {
-            self.host(ev, HostKind::Op, start, end);
+            self.op(ev, start, end);
         } else if RUNTIME_CATS.contains(&cat) {
-            self.host(ev, HostKind::Runtime, start, end);
+            self.runtime(ev, start, end);
         } else if GPU_CATS.contains(&cat) {
             self.gpu_event(ev, start, end);
         }

@@ -30,11 +30,12 @@ pub(crate) fn groups(a: &Attribution) -> Vec<Group> {
     let mut index: HashMap<Key<'_>, usize> = HashMap::new();
     let mut out: Vec<Group> = Vec::new();
     let mut kernels: Vec<HashMap<u32, i64>> = Vec::new();
-    for op in &a.ops {
+    for (i, op) in a.ops.iter().enumerate() {
+        let args = a.args(op);
         let key = (
             op.name,
-            op.args.input_dims.as_deref(),
-            op.args.input_type.as_deref(),
+            args.input_dims.as_deref(),
+            args.input_type.as_deref(),
         );
         let at = *index.entry(key).or_insert_with(|| {
             out.push(Group {
@@ -52,8 +53,9 @@ pub(crate) fn groups(a: &Attribution) -> Vec<Group> {
         let g = &mut out[at];
         g.count += 1;
         g.self_ns += op.self_ns;
-        g.gpu_ns += tree::busy_ns(&a.gpu, &op.own_gpu);
-        for &k in &op.own_gpu {
+        let own = a.own_gpu(i as u32);
+        g.gpu_ns += tree::busy_ns(&a.gpu, own);
+        for &k in own {
             let ev = &a.gpu[k as usize];
             *kernels[at].entry(ev.name).or_default() += ev.end - ev.start;
         }

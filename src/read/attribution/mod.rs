@@ -26,66 +26,61 @@ use std::path::Path;
 use crate::error::Result;
 use crate::read::events::{read_trace_with, ReadOptions};
 
-use collect::{Collected, HostEvent};
-pub(crate) use collect::{Device, GpuEvent, OpArgs};
+pub(crate) use collect::Collected;
+pub(crate) use collect::{Device, GpuEvent, Op, OpArgs};
 
-/// One CPU operator.
-#[derive(Debug, Clone)]
-pub(crate) struct Op {
-    /// Index of the event in `traceEvents`.
-    pub(crate) uid: u64,
-    /// Index into [`Attribution::names`].
-    pub(crate) name: u32,
-    pub(crate) thread: u32,
-    /// Exact start and end, ns.
-    pub(crate) start: i64,
-    pub(crate) end: i64,
-    /// Its own CPU time (ns): its duration less that of the operators nested in it (on its
-    /// thread, each clipped to it).
-    pub(crate) self_ns: i64,
-    /// The nearest enclosing operator (index into [`Attribution::ops`]).
-    pub(crate) parent: Option<u32>,
-    /// The GPU activities of its subtree (indices into [`Attribution::gpu`]), ascending.
-    pub(crate) gpu: Vec<u32>,
-    /// Those it launched itself: of runtime calls whose innermost operator it is, so that
-    /// each activity is owned by exactly one operator (`aten::addmm`'s kernel is not
-    /// `aten::linear`'s too), ascending.
-    pub(crate) own_gpu: Vec<u32>,
-    pub(crate) sequence: Option<i64>,
-    pub(crate) args: OpArgs,
-    /// Backward frames linked to it (indices into [`Attribution::ops`]).
-    pub(crate) backward: Vec<u32>,
-    /// For a backward frame: its forward operator.
-    pub(crate) forward: Option<u32>,
+/// Lists of indices, one per operator, in one allocation (offsets into `items`).
+pub(crate) struct Flat {
+    starts: Vec<u32>,
+    items: Vec<u32>,
 }
 
-impl Op {
-    /// The operator of a host event, its arguments moved out of it.
-    fn from_host(ev: &mut HostEvent) -> Op {
-        Op {
-            uid: ev.uid,
-            name: ev.name,
-            thread: ev.thread,
-            start: ev.start,
-            end: ev.end,
-            self_ns: ev.end - ev.start,
-            parent: None,
-            gpu: Vec::new(),
-            own_gpu: Vec::new(),
-            sequence: ev.sequence,
-            args: ev.args.take().map(|a| *a).unwrap_or_default(),
-            backward: Vec::new(),
-            forward: None,
+impl Flat {
+    /// The lists of `n` keys from (key, item) pairs (`pairs` gives the same ones each
+    /// call): each key's items in the order given.
+    fn grouped<I: Iterator<Item = (u32, u32)>>(n: usize, pairs: impl Fn() -> I) -> Flat {
+        let mut starts = vec![0u32; n + 1];
+        for (k, _) in pairs() {
+            starts[k as usize + 1] += 1;
         }
+        for i in 0..n {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts.clone();
+        let mut items = vec![0u32; starts[n] as usize];
+        for (k, item) in pairs() {
+            items[next[k as usize] as usize] = item;
+            next[k as usize] += 1;
+        }
+        Flat { starts, items }
+    }
+
+    fn get(&self, i: u32) -> &[u32] {
+        let i = i as usize;
+        &self.items[self.starts[i] as usize..self.starts[i + 1] as usize]
     }
 }
 
-/// The operators of one trace and the GPU activities they own.
+/// The operators of one trace and the GPU activities they own: the activities no operator
+/// launched are not kept.
 pub(crate) struct Attribution {
     pub(crate) names: Vec<Box<str>>,
+    /// The distinct argument sets ([`Op::args`] indexes them).
+    pub(crate) arg_sets: Vec<OpArgs>,
     /// In file order.
     pub(crate) ops: Vec<Op>,
+    /// Per operator the activities it launched itself: of runtime calls whose innermost
+    /// operator it is, so that each activity is owned by exactly one operator
+    /// (`aten::addmm`'s kernel is not `aten::linear`'s too), ascending.
+    own_gpu: Flat,
+    /// Per operator the operators whose parent it is, ascending.
+    children: Flat,
+    /// Per operator the backward frames linked to it, ascending.
+    backward: Flat,
+    /// In file order.
     pub(crate) gpu: Vec<GpuEvent>,
+    /// The `args.device` values [`GpuEvent::device`] indexes.
+    device_ids: Vec<i64>,
     /// The trace's `deviceProperties` (empty where it has none).
     pub(crate) devices: Vec<Device>,
     /// `distributedInfo.rank`, when an integer.
@@ -97,9 +92,63 @@ impl Attribution {
         &self.names[op.name as usize]
     }
 
-    /// The GPU activities of an operator's backward frames' subtrees.
-    pub(crate) fn backward_gpu(&self, op: &Op) -> Vec<u32> {
-        tree::union_of(&self.ops, &op.backward)
+    pub(crate) fn args(&self, op: &Op) -> &OpArgs {
+        &self.arg_sets[op.args as usize]
+    }
+
+    /// The GPU activities operator `i` launched itself (indices into [`Attribution::gpu`]).
+    pub(crate) fn own_gpu(&self, i: u32) -> &[u32] {
+        self.own_gpu.get(i)
+    }
+
+    /// The operators nested right under operator `i`.
+    pub(crate) fn children(&self, i: u32) -> &[u32] {
+        self.children.get(i)
+    }
+
+    /// The backward frames linked to operator `i`.
+    pub(crate) fn backward(&self, i: u32) -> &[u32] {
+        self.backward.get(i)
+    }
+
+    /// The GPU activities of operator `i`'s subtree (its own and its descendants'),
+    /// ascending.
+    pub(crate) fn gpu(&self, i: u32) -> Vec<u32> {
+        self.union_gpu(&[i])
+    }
+
+    /// The GPU activities of some operators' subtrees, once each, ascending.
+    pub(crate) fn union_gpu(&self, which: &[u32]) -> Vec<u32> {
+        let (mut all, mut todo) = (Vec::new(), which.to_vec());
+        while let Some(i) = todo.pop() {
+            all.extend_from_slice(self.own_gpu(i));
+            todo.extend_from_slice(self.children(i));
+        }
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    /// Whether operator `i`'s subtree launched any GPU activity.
+    pub(crate) fn has_gpu(&self, i: u32) -> bool {
+        let mut todo = vec![i];
+        while let Some(i) = todo.pop() {
+            if !self.own_gpu(i).is_empty() {
+                return true;
+            }
+            todo.extend_from_slice(self.children(i));
+        }
+        false
+    }
+
+    /// The GPU activities of operator `i`'s backward frames' subtrees.
+    pub(crate) fn backward_gpu(&self, i: u32) -> Vec<u32> {
+        self.union_gpu(self.backward(i))
+    }
+
+    /// An activity's `args.device`.
+    pub(crate) fn device(&self, g: &GpuEvent) -> Option<i64> {
+        self.device_ids.get(g.device as usize).copied()
     }
 }
 

@@ -38,43 +38,49 @@ fn op<'a>(a: &'a Attribution, name: &str) -> &'a Op {
     a.ops.iter().find(|o| a.name(o) == name).unwrap()
 }
 
+/// The index of the operator called `name`.
+fn at(a: &Attribution, name: &str) -> u32 {
+    a.ops.iter().position(|o| a.name(o) == name).unwrap() as u32
+}
+
 #[test]
 fn operators_own_their_subtrees_kernels_as_busy_time() {
     let a = attributed(TRACE);
     let (linear, addmm) = (op(&a, "aten::linear"), op(&a, "aten::addmm"));
-    assert_eq!(addmm.parent, Some(0));
+    assert_eq!(addmm.parent(), Some(0));
     assert_eq!((linear.uid, addmm.uid), (0, 1));
-    assert_eq!(linear.gpu, addmm.gpu);
-    assert_eq!(addmm.gpu.len(), 2);
+    let (linear_gpu, addmm_gpu) = (a.gpu(at(&a, "aten::linear")), a.gpu(at(&a, "aten::addmm")));
+    assert_eq!(linear_gpu, addmm_gpu);
+    assert_eq!(addmm_gpu.len(), 2);
     // k1 [200, 210.5], k2 [205, 215]: busy 15 µs, not the summed 20.5.
-    assert_eq!(tree::busy_ns(&a.gpu, &addmm.gpu), 15_000);
-    assert_eq!(tree::busy_us_float(&a.gpu, &addmm.gpu), 15.0);
-    assert_eq!(linear.args.input_dims.as_deref(), Some("[[2, 3]]"));
-    assert_eq!(addmm.args.input_type.as_deref(), Some("[\"float\"]"));
+    assert_eq!(tree::busy_ns(&a.gpu, &addmm_gpu), 15_000);
+    assert_eq!(tree::busy_us_float(&a.gpu, &addmm_gpu), 15.0);
+    assert_eq!(a.args(linear).input_dims.as_deref(), Some("[[2, 3]]"));
+    assert_eq!(a.args(addmm).input_type.as_deref(), Some("[\"float\"]"));
 }
 
 #[test]
 fn a_child_may_bleed_under_a_microsecond_past_its_parent() {
     let a = attributed(TRACE);
-    assert_eq!(op(&a, "aten::bleeds").parent, Some(0));
-    assert_eq!(op(&a, "aten::overruns").parent, None);
+    assert_eq!(op(&a, "aten::bleeds").parent(), Some(0));
+    assert_eq!(op(&a, "aten::overruns").parent(), None);
 }
 
 #[test]
 fn a_graph_launch_owns_every_activity_of_its_correlation() {
     let a = attributed(TRACE);
-    let graphed = op(&a, "graphed");
-    assert_eq!(graphed.gpu.len(), 2);
-    assert_eq!(tree::busy_ns(&a.gpu, &graphed.gpu), 1_500);
+    let graphed = a.gpu(at(&a, "graphed"));
+    assert_eq!(graphed.len(), 2);
+    assert_eq!(tree::busy_ns(&a.gpu, &graphed), 1_500);
 }
 
 #[test]
 fn a_backward_frame_links_to_the_latest_forward_of_its_number() {
     let a = attributed(TRACE);
     let frame = op(&a, "autograd::engine::evaluate_function: AddmmBackward0");
-    assert_eq!(frame.forward, Some(1));
-    assert_eq!(op(&a, "aten::addmm").backward, vec![5]);
-    assert!(op(&a, "aten::linear").backward.is_empty());
+    assert_eq!(frame.forward(), Some(1));
+    assert_eq!(a.backward(at(&a, "aten::addmm")), [5]);
+    assert!(a.backward(at(&a, "aten::linear")).is_empty());
 }
 
 #[test]
@@ -83,9 +89,9 @@ fn launches_link_by_external_id_when_the_first_launch_has_no_correlation() {
         .replace("\"correlation\": 11}", "\"External id\": 11}")
         .replace("\"correlation\": 12}", "\"External id\": 12}");
     let a = attributed(&text);
-    assert_eq!(op(&a, "aten::addmm").gpu.len(), 2);
+    assert_eq!(a.gpu(at(&a, "aten::addmm")).len(), 2);
     // The graph launch's correlation is no link value then.
-    assert!(op(&a, "graphed").gpu.is_empty());
+    assert!(a.gpu(at(&a, "graphed")).is_empty());
 }
 
 #[test]
@@ -115,9 +121,9 @@ fn self_time_is_the_duration_less_the_nested_operators() {
 #[test]
 fn own_gpu_goes_to_the_innermost_operator_only() {
     let a = attributed(TRACE);
-    assert_eq!(op(&a, "aten::addmm").own_gpu.len(), 2);
-    assert!(op(&a, "aten::linear").own_gpu.is_empty());
-    assert_eq!(op(&a, "graphed").own_gpu.len(), 2);
+    assert_eq!(a.own_gpu(at(&a, "aten::addmm")).len(), 2);
+    assert!(a.own_gpu(at(&a, "aten::linear")).is_empty());
+    assert_eq!(a.own_gpu(at(&a, "graphed")).len(), 2);
 }
 
 #[test]
@@ -163,10 +169,85 @@ fn operators_share_equal_argument_texts() {
  {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 4, "dur": 1, "args": {"Input Dims": [[4]]}}
 ]}"#;
     let a = attributed(trace);
-    let dims = |name: &str| op(&a, name).args.input_dims.clone().unwrap();
-    let types = |name: &str| op(&a, name).args.input_type.clone().unwrap();
+    let dims = |name: &str| a.args(op(&a, name)).input_dims.clone().unwrap();
+    let types = |name: &str| a.args(op(&a, name)).input_type.clone().unwrap();
     // One copy of "[[2, 3]]" for both operators; unequal texts stay apart.
     assert!(std::sync::Arc::ptr_eq(&dims("a"), &dims("b")));
     assert_eq!((&*dims("a"), &*dims("c")), ("[[2, 3]]", "[[4]]"));
     assert_eq!((&*types("a"), &*types("b")), ("[\"float\"]", "[\"int\"]"));
+}
+
+/// A launch's flow with two ends and three activities of its link value: the last end's
+/// thread counts, and of that thread's activities the last in file order (as maps filled
+/// in file order had them). Activities no operator launched are not kept.
+const TWO_ENDS: &str = r#"{"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "args": {"correlation": 5}},
+ {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 1, "tid": 1, "ts": 10},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 0, "tid": 7, "ts": 200, "bp": "e"},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 5, "pid": 0, "tid": 8, "ts": 200, "bp": "e"},
+ {"ph": "X", "cat": "kernel", "name": "on7", "pid": 0, "tid": 7, "ts": 200, "dur": 1, "args": {"correlation": 5}},
+ {"ph": "X", "cat": "kernel", "name": "first8", "pid": 0, "tid": 8, "ts": 200, "dur": 1, "args": {"correlation": 5}},
+ {"ph": "X", "cat": "kernel", "name": "last8", "pid": 0, "tid": 8, "ts": 300, "dur": 2, "args": {"correlation": 5, "device": 3}},
+ {"ph": "X", "cat": "kernel", "name": "unlaunched", "pid": 0, "tid": 8, "ts": 400, "dur": 1, "args": {"correlation": 6, "device": 4}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 500, "dur": 5, "args": {"correlation": 9}},
+ {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 9, "pid": 1, "tid": 1, "ts": 500},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 9, "pid": 0, "tid": 7, "ts": 600, "bp": "e"},
+ {"ph": "X", "cat": "kernel", "name": "no_operator", "pid": 0, "tid": 7, "ts": 600, "dur": 1, "args": {"correlation": 9}}
+]}"#;
+
+#[test]
+fn the_last_flow_end_and_the_last_activity_of_its_thread_count() {
+    let a = attributed(TWO_ENDS);
+    let own = a.own_gpu(at(&a, "op"));
+    assert_eq!(own.len(), 1);
+    let g = &a.gpu[own[0] as usize];
+    assert_eq!((&*a.names[g.name as usize], g.uid), ("last8", 7));
+    assert_eq!(a.device(g), Some(3));
+}
+
+#[test]
+fn only_the_activities_operators_launched_are_kept() {
+    let a = attributed(TWO_ENDS);
+    let kept: Vec<&str> = a.gpu.iter().map(|g| &*a.names[g.name as usize]).collect();
+    assert_eq!(kept, ["last8"]);
+    assert_eq!(a.gpu(at(&a, "op")), [0]);
+}
+
+#[test]
+fn subtrees_hold_their_descendants_own_activities_once() {
+    let a = attributed(TRACE);
+    let (linear, addmm) = (at(&a, "aten::linear"), at(&a, "aten::addmm"));
+    assert_eq!(a.children(linear), [addmm, at(&a, "aten::bleeds")]);
+    assert!(a.has_gpu(linear) && !a.has_gpu(at(&a, "aten::bleeds")));
+    // The union of the subtrees of addmm and linear: addmm's two kernels, once each.
+    assert_eq!(a.union_gpu(&[linear, addmm]), a.own_gpu(addmm));
+    assert_eq!(a.backward_gpu(addmm), Vec::<u32>::new());
+}
+
+#[test]
+fn operators_with_equal_arguments_share_one_set() {
+    let text = r#"{"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {"Input Dims": [[2, 3]], "Input type": ["float"]}},
+ {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 2, "dur": 1, "args": {"Input type": ["float"], "Input Dims": [[2, 3]]}},
+ {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 4, "dur": 1, "args": {"Input Dims": [[2, 3]]}},
+ {"ph": "X", "cat": "cpu_op", "name": "d", "pid": 1, "tid": 1, "ts": 6, "dur": 1}
+]}"#;
+    let a = attributed(text);
+    let set = |name: &str| op(&a, name).args;
+    assert_eq!(set("a"), set("b"));
+    assert_ne!(set("a"), set("c"));
+    assert_eq!(a.arg_sets.len(), 3);
+    assert!(a.args(op(&a, "d")).input_dims.is_none());
+    assert_eq!(a.args(op(&a, "c")).input_dims.as_deref(), Some("[[2, 3]]"));
+}
+
+/// The records a big trace has millions of stay their size (docs/parquet.md counts them).
+#[test]
+fn records_keep_their_sizes() {
+    use std::mem::size_of;
+    assert_eq!(size_of::<Op>(), 64);
+    assert_eq!(size_of::<super::collect::Runtime>(), 48);
+    assert_eq!(size_of::<GpuEvent>(), 48);
+    assert_eq!(size_of::<super::collect::GpuLink>(), 24);
 }

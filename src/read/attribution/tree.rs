@@ -1,11 +1,13 @@
 //! The call tree of one trace's host events and the GPU work each operator owns: nesting by
 //! time per thread, launches linked to GPU activities, backward operators linked to their
-//! forward ones.
+//! forward ones. Each list is freed as soon as what it served is known: the runtime calls
+//! and the activities' link values once the launches are resolved, the activities no
+//! operator owns then too.
 
 use std::collections::HashMap;
 
-use super::collect::{Collected, GpuEvent, HostEvent, HostKind};
-use super::{Attribution, Op};
+use super::collect::{Collected, GpuEvent, GpuLink, Op, Runtime, NONE};
+use super::{Attribution, Flat};
 use crate::read::intervals::{length, union};
 
 /// How far (ns) a child may end after its parent and still nest in it: timestamps of
@@ -13,148 +15,230 @@ use crate::read::intervals::{length, union};
 /// fraction of a µs (TraceLens accepts under 1 µs too).
 pub(crate) const BLEED_NS: i64 = 1000;
 
-/// Names of the graph launches: each takes every GPU activity of its correlation.
-const GRAPH_LAUNCHES: [&str; 2] = ["cudaGraphLaunch", "hipGraphLaunch"];
-
 /// The prefix of the autograd engine's backward frames.
 pub(crate) const BACKWARD_FRAME: &str = "autograd::engine::evaluate_function:";
 
-/// The parent of each host event (an index into `hosts`), by time containment per thread:
-/// events are taken in order of start (file order on ties); an event that starts at or
-/// after the end of the innermost open event closes it; an event that ends more than
-/// [`BLEED_NS`] after the innermost open one is left out of the tree (no parent, no
-/// children).
-fn nest(hosts: &[HostEvent]) -> Vec<Option<u32>> {
-    let mut order: Vec<u32> = (0..hosts.len() as u32).collect();
-    order.sort_by_key(|&i| (hosts[i as usize].start, hosts[i as usize].uid));
-    let mut parent = vec![None; hosts.len()];
+/// A host event's (start, end, uid, thread); host `h` is operator `h` below `ops.len()`,
+/// else runtime call `h - ops.len()`.
+fn host(ops: &[Op], runtime: &[Runtime], h: u32) -> (i64, i64, u64, u32) {
+    match ops.get(h as usize) {
+        Some(o) => (o.start, o.end, o.uid, o.thread),
+        None => {
+            let r = &runtime[h as usize - ops.len()];
+            (r.start, r.end, r.uid, r.thread)
+        }
+    }
+}
+
+/// The parent of each host event (a host index, [`NONE`] for none), by time containment
+/// per thread: events are taken in order of start (file order on ties); an event that
+/// starts at or after the end of the innermost open event closes it; an event that ends
+/// more than [`BLEED_NS`] after the innermost open one is left out of the tree (no
+/// parent, no children).
+fn nest(ops: &[Op], runtime: &[Runtime]) -> Vec<u32> {
+    let total = ops.len() + runtime.len();
+    let mut order: Vec<u32> = (0..total as u32).collect();
+    // The uids are distinct: an unstable sort gives the one order.
+    order.sort_unstable_by_key(|&h| {
+        let (start, _, uid, _) = host(ops, runtime, h);
+        (start, uid)
+    });
+    let mut parent = vec![NONE; total];
     let mut stacks: HashMap<u32, Vec<u32>> = HashMap::new();
     for i in order {
-        let ev = &hosts[i as usize];
-        let stack = stacks.entry(ev.thread).or_default();
+        let (start, end, _, thread) = host(ops, runtime, i);
+        let stack = stacks.entry(thread).or_default();
         while let Some(&top) = stack.last() {
-            if ev.start >= hosts[top as usize].end {
+            if start >= host(ops, runtime, top).1 {
                 stack.pop();
             } else {
                 break;
             }
         }
         if let Some(&top) = stack.last() {
-            if ev.end > hosts[top as usize].end + BLEED_NS {
+            if end > host(ops, runtime, top).1 + BLEED_NS {
                 continue;
             }
-            parent[i as usize] = Some(top);
+            parent[i as usize] = top;
         }
         stack.push(i);
     }
     parent
 }
 
-/// The value that links a launch to its GPU activity.
-fn link(by_correlation: bool, correlation: Option<i64>, external_id: Option<i64>) -> Option<i64> {
-    if by_correlation {
-        correlation
-    } else {
-        external_id
+/// The nearest operator among the ancestors of host `h` (not `h` itself).
+fn operator_above(parent: &[u32], ops: usize, h: u32) -> Option<u32> {
+    let mut up = parent[h as usize];
+    while up != NONE {
+        if (up as usize) < ops {
+            return Some(up);
+        }
+        up = parent[up as usize];
+    }
+    None
+}
+
+/// Where to find the GPU activities a launch names: by (thread of the flow's end, link
+/// value) the last activity with them, by correlation (graph launches) all of them.
+struct Launchable {
+    flow_starts: Vec<i64>,
+    /// (flow id, thread of its last end), by id.
+    flow_ends: Vec<(i64, u32)>,
+    /// (thread, link value, activity), sorted.
+    on_thread: Vec<(u32, i64, u32)>,
+    /// (correlation, activity), sorted; only where the trace has a graph launch.
+    by_correlation: Vec<(i64, u32)>,
+}
+
+impl Launchable {
+    fn new(c: &mut Collected, by_corr: bool, links: &[GpuLink]) -> Launchable {
+        let mut flow_starts = std::mem::take(&mut c.flow_starts);
+        flow_starts.sort_unstable();
+        flow_starts.dedup();
+        let mut flow_ends = std::mem::take(&mut c.flow_ends);
+        flow_ends.sort_by_key(|&(id, _)| id); // stable: an id's ends stay in file order
+        flow_ends.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                *earlier = *later; // the last end counts
+            }
+            same
+        });
+        flow_ends.shrink_to_fit();
+        // Only link values a flow starts with are ever looked up here.
+        let mut on_thread: Vec<(u32, i64, u32)> = links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| Some((g.thread, g.link(by_corr)?, i as u32)))
+            .filter(|&(_, v, _)| flow_starts.binary_search(&v).is_ok())
+            .collect();
+        on_thread.sort_unstable();
+        let mut by_correlation = Vec::new();
+        if c.runtime.iter().any(Runtime::is_graph_launch) {
+            by_correlation = links
+                .iter()
+                .enumerate()
+                .filter_map(|(i, g)| Some((g.correlation()?, i as u32)))
+                .collect();
+            by_correlation.sort_unstable();
+        }
+        Launchable {
+            flow_starts,
+            flow_ends,
+            on_thread,
+            by_correlation,
+        }
     }
 }
 
-/// The GPU activities (indices into `c.gpu`) each runtime call launched: through the end of
-/// its flow (the activity on the flow end's thread with the launch's link value), or, for a
-/// graph launch, every activity with its correlation.
-fn launched(c: &Collected) -> Vec<(u32, Vec<u32>)> {
-    let by_corr = c.link_by_correlation.unwrap_or(false);
-    let mut on_thread: HashMap<(u32, i64), u32> = HashMap::new();
-    let mut by_correlation: HashMap<i64, Vec<u32>> = HashMap::new();
-    for (i, g) in c.gpu.iter().enumerate() {
-        if let Some(v) = link(by_corr, g.correlation, g.external_id) {
-            on_thread.insert((g.thread, v), i as u32);
-        }
-        if let Some(corr) = g.correlation {
-            by_correlation.entry(corr).or_default().push(i as u32);
+/// The GPU activities runtime call `r` launched, told to `each`: through the end of its
+/// flow (the activity on the flow end's thread with the launch's link value, the last of
+/// them in file order), or, for a graph launch, every activity with its correlation.
+fn each_launched(l: &Launchable, r: &Runtime, by_corr: bool, each: &mut impl FnMut(u32)) {
+    let Some(v) = r.link(by_corr) else {
+        return;
+    };
+    if r.is_graph_launch() {
+        let from = l.by_correlation.partition_point(|&(c, _)| c < v);
+        let to = l.by_correlation.partition_point(|&(c, _)| c <= v);
+        l.by_correlation[from..to]
+            .iter()
+            .for_each(|&(_, g)| each(g));
+    } else if l.flow_starts.binary_search(&v).is_ok() {
+        let Ok(end) = l.flow_ends.binary_search_by_key(&v, |&(id, _)| id) else {
+            return;
+        };
+        let t = l.flow_ends[end].1;
+        // The last activity with (t, v): the one a map filled in file order keeps.
+        let after = l
+            .on_thread
+            .partition_point(|&(th, val, _)| (th, val) <= (t, v));
+        if let Some(&(th, val, g)) = after.checked_sub(1).map(|i| &l.on_thread[i]) {
+            if (th, val) == (t, v) {
+                each(g);
+            }
         }
     }
-    let mut out = Vec::new();
-    for (h, ev) in c.hosts.iter().enumerate() {
-        if ev.kind != HostKind::Runtime {
-            continue;
-        }
-        let Some(v) = link(by_corr, ev.correlation, ev.external_id) else {
-            continue;
-        };
-        let gpu = if GRAPH_LAUNCHES.contains(&&*c.names[ev.name as usize]) {
-            by_correlation.get(&v).cloned().unwrap_or_default()
-        } else if c.flow_starts.contains(&v) {
-            c.flow_ends
-                .get(&v)
-                .and_then(|&t| on_thread.get(&(t, v)))
-                .map(|&g| vec![g])
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        if !gpu.is_empty() {
-            out.push((h as u32, gpu));
-        }
-    }
-    out
 }
 
-/// Builds the operators of `c`: each with its nearest operator ancestor, the GPU activities
-/// of its whole subtree, and its backward frames.
+/// Builds the operators of `c`: each with its nearest operator ancestor, its self time,
+/// the GPU activities it launched itself, and its backward frames.
 pub(crate) fn build(mut c: Collected) -> Attribution {
-    let parent = nest(&c.hosts);
-    let launches = launched(&c);
-    // Host index -> operator index.
-    let mut op_of = vec![u32::MAX; c.hosts.len()];
-    let mut ops: Vec<Op> = Vec::new();
-    for (h, ev) in c.hosts.iter_mut().enumerate() {
-        if ev.kind == HostKind::Op {
-            op_of[h] = ops.len() as u32;
-            ops.push(Op::from_host(ev));
+    c.drop_lookups();
+    let parent = nest(&c.ops, &c.runtime);
+    let n = c.ops.len();
+    for (i, op) in c.ops.iter_mut().enumerate() {
+        if let Some(p) = operator_above(&parent, n, i as u32) {
+            op.set_parent(p);
         }
     }
-    for (h, p) in parent.iter().enumerate() {
-        if op_of[h] == u32::MAX {
+    self_times(&mut c.ops);
+    // (operator, activity) of each launch, to the launch's innermost operator.
+    let by_corr = c.link_by_correlation.unwrap_or(false);
+    let links = std::mem::take(&mut c.gpu_links);
+    let launchable = Launchable::new(&mut c, by_corr, &links);
+    drop(links);
+    let mut owned: Vec<(u32, u32)> = Vec::new();
+    for (j, r) in c.runtime.iter().enumerate() {
+        let Some(op) = operator_above(&parent, n, (n + j) as u32) else {
             continue;
-        }
-        let mut up = *p;
-        while let Some(q) = up {
-            if op_of[q as usize] != u32::MAX {
-                ops[op_of[h] as usize].parent = Some(op_of[q as usize]);
-                break;
-            }
-            up = parent[q as usize];
-        }
+        };
+        each_launched(&launchable, r, by_corr, &mut |g| owned.push((op, g)));
     }
-    for (h, gpu) in launches {
-        let (mut up, mut innermost) = (parent[h as usize], true);
-        while let Some(q) = up {
-            if let Some(op) = ops.get_mut(op_of[q as usize] as usize) {
-                op.gpu.extend_from_slice(&gpu);
-                if innermost {
-                    op.own_gpu.extend_from_slice(&gpu);
-                    innermost = false;
-                }
-            }
-            up = parent[q as usize];
-        }
-    }
-    for op in &mut ops {
-        for list in [&mut op.gpu, &mut op.own_gpu] {
-            list.sort_unstable();
-            list.dedup();
-        }
-    }
-    self_times(&mut ops);
-    link_backward(&mut ops, &c.names);
+    drop((launchable, parent, std::mem::take(&mut c.runtime)));
+    let gpu = keep_owned(std::mem::take(&mut c.gpu), &mut owned);
+    owned.sort_unstable();
+    owned.dedup();
+    let own_gpu = Flat::grouped(n, || owned.iter().copied());
+    drop(owned);
+    let children = Flat::grouped(n, || {
+        c.ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| Some((op.parent()?, i as u32)))
+    });
+    link_backward(&mut c.ops, &c.names);
+    let backward = Flat::grouped(n, || {
+        c.ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| Some((op.forward()?, i as u32)))
+    });
+    c.ops.shrink_to_fit();
     Attribution {
-        names: c.names,
-        ops,
-        gpu: c.gpu,
-        devices: c.devices,
+        names: std::mem::take(&mut c.names),
+        arg_sets: std::mem::take(&mut c.args),
+        ops: std::mem::take(&mut c.ops),
+        own_gpu,
+        children,
+        backward,
+        gpu,
+        device_ids: std::mem::take(&mut c.device_ids),
+        devices: std::mem::take(&mut c.devices),
         distributed_rank: c.distributed_rank,
     }
+}
+
+/// The GPU activities some operator owns (the rest dropped), in their order; `owned`'s
+/// activity indices renumbered to match.
+fn keep_owned(mut gpu: Vec<GpuEvent>, owned: &mut [(u32, u32)]) -> Vec<GpuEvent> {
+    let mut new_index = vec![NONE; gpu.len()];
+    for &(_, g) in owned.iter() {
+        new_index[g as usize] = 0;
+    }
+    for (next, slot) in new_index.iter_mut().filter(|s| **s == 0).enumerate() {
+        *slot = next as u32;
+    }
+    let mut i = 0;
+    gpu.retain(|_| {
+        i += 1;
+        new_index[i - 1] != NONE
+    });
+    gpu.shrink_to_fit();
+    for (_, g) in owned.iter_mut() {
+        *g = new_index[*g as usize];
+    }
+    gpu
 }
 
 /// Each operator's self time: its duration less its child operators' spans clipped to it
@@ -162,7 +246,7 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
 /// an earlier one nests in it).
 fn self_times(ops: &mut [Op]) {
     for i in 0..ops.len() {
-        let Some(p) = ops[i].parent else {
+        let Some(p) = ops[i].parent() else {
             continue;
         };
         let (start, end) = (ops[i].start, ops[i].end);
@@ -179,24 +263,29 @@ fn self_times(ops: &mut [Op]) {
 /// number`) to its forward operator: of the other operators with that number on another
 /// thread, the one that started last.
 fn link_backward(ops: &mut [Op], names: &[Box<str>]) {
+    let is_frame: Vec<bool> = names
+        .iter()
+        .map(|n| n.starts_with(BACKWARD_FRAME))
+        .collect();
     let mut frames = Vec::new();
-    for (i, op) in ops.iter().enumerate() {
-        if op.sequence.is_some() && names[op.name as usize].starts_with(BACKWARD_FRAME) {
-            frames.push(i as u32);
-        }
-    }
     // Candidates per number, for the thread test below.
     let mut candidates: HashMap<i64, Vec<u32>> = HashMap::new();
     for (i, op) in ops.iter().enumerate() {
-        if let Some(seq) = op.sequence {
-            if !names[op.name as usize].starts_with(BACKWARD_FRAME) {
-                candidates.entry(seq).or_default().push(i as u32);
-            }
+        let Some(seq) = op.sequence() else {
+            continue;
+        };
+        if is_frame[op.name as usize] {
+            frames.push(i as u32);
+        } else {
+            candidates.entry(seq).or_default().push(i as u32);
         }
+    }
+    if frames.is_empty() {
+        return;
     }
     for f in frames {
         let frame = &ops[f as usize];
-        let (seq, thread) = (frame.sequence.unwrap_or_default(), frame.thread);
+        let (seq, thread) = (frame.sequence().unwrap_or_default(), frame.thread);
         let best = candidates.get(&seq).and_then(|list| {
             list.iter()
                 .copied()
@@ -204,21 +293,9 @@ fn link_backward(ops: &mut [Op], names: &[Box<str>]) {
                 .max_by_key(|&i| (ops[i as usize].start, ops[i as usize].uid))
         });
         if let Some(fwd) = best {
-            ops[f as usize].forward = Some(fwd);
-            ops[fwd as usize].backward.push(f);
+            ops[f as usize].set_forward(fwd);
         }
     }
-}
-
-/// The GPU activities of some operators' subtrees, once each, in index order.
-pub(crate) fn union_of(ops: &[Op], which: &[u32]) -> Vec<u32> {
-    let mut all: Vec<u32> = which
-        .iter()
-        .flat_map(|&i| ops[i as usize].gpu.iter().copied())
-        .collect();
-    all.sort_unstable();
-    all.dedup();
-    all
 }
 
 /// Busy time (ns) of some GPU activities: the length of the union of their intervals.

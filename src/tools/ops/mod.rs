@@ -265,9 +265,9 @@ fn row(
         kernel_us: tree::busy_us_float(&a.gpu, gpu),
         kernel_ns: tree::busy_ns(&a.gpu, gpu),
         kernel_uids: gpu.iter().map(|&g| a.gpu[g as usize].uid).collect(),
-        input_dims: op.args.input_dims.as_deref().map(compact),
-        input_type: op.args.input_type.as_deref().map(compact),
-        device: gpu.iter().find_map(|&g| a.gpu[g as usize].device),
+        input_dims: a.args(op).input_dims.as_deref().map(compact),
+        input_type: a.args(op).input_type.as_deref().map(compact),
+        device: gpu.iter().find_map(|&g| a.device(&a.gpu[g as usize])),
     }
 }
 
@@ -275,18 +275,25 @@ fn row(
 /// of the operators (a forward row before its backward row).
 pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
     let mut rows = Vec::new();
-    for op in &a.ops {
+    for (i, op) in a.ops.iter().enumerate() {
         let Some(fam) = family(a.name(op)) else {
             continue;
         };
-        let inputs = Inputs::of(&op.args);
+        let inputs = Inputs::of(a.args(op));
         if let Ok(figures) = (fam.forward)(&inputs) {
-            rows.push(row(a, op, fam.table, false, Some(figures), &op.gpu));
+            rows.push(row(
+                a,
+                op,
+                fam.table,
+                false,
+                Some(figures),
+                &a.gpu(i as u32),
+            ));
         }
         let Some(backward) = fam.backward else {
             continue;
         };
-        if op.backward.is_empty() {
+        if a.backward(i as u32).is_empty() {
             continue;
         }
         if let Ok(figures) = backward(&inputs) {
@@ -296,7 +303,7 @@ pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
                 fam.table,
                 true,
                 Some(figures),
-                &a.backward_gpu(op),
+                &a.backward_gpu(i as u32),
             ));
         }
     }
@@ -305,21 +312,21 @@ pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
 
 /// Whether an operator has a modelled operator above it.
 fn under_a_model(a: &Attribution, op: &Op) -> bool {
-    let mut up = op.parent;
+    let mut up = op.parent();
     while let Some(p) = up {
         let parent = &a.ops[p as usize];
         if family(a.name(parent)).is_some() {
             return true;
         }
-        up = parent.parent;
+        up = parent.parent();
     }
     false
 }
 
 /// The GPU activities an operator launched itself: its subtree's less its child operators'.
-fn own_gpu(a: &Attribution, children: &[Vec<u32>], i: usize) -> Vec<u32> {
-    let below = tree::union_of(&a.ops, &children[i]);
-    let mut own = a.ops[i].gpu.clone();
+fn own_gpu(a: &Attribution, i: u32) -> Vec<u32> {
+    let below = a.union_gpu(a.children(i));
+    let mut own = a.gpu(i);
     own.retain(|g| below.binary_search(g).is_err());
     own
 }
@@ -329,39 +336,43 @@ fn own_gpu(a: &Attribution, children: &[Vec<u32>], i: usize) -> Vec<u32> {
 /// inputs its model cannot read, as an `Unmodelled` row timed by that work. Every GPU
 /// activity under an operator is in exactly one row.
 pub(crate) fn exact_rows_of(a: &Attribution) -> Vec<InstanceRow> {
-    let mut children = vec![Vec::new(); a.ops.len()];
-    for (i, op) in a.ops.iter().enumerate() {
-        if let Some(p) = op.parent {
-            children[p as usize].push(i as u32);
-        }
-    }
     let mut rows = Vec::new();
+    let _ = exact_rows_each(a, &mut |row| {
+        rows.push(row);
+        Ok(())
+    });
+    rows
+}
+
+/// [`exact_rows_of`]'s rows one at a time, in its order (none kept: `parquet` writes each
+/// as it comes); an error from `each` stops them.
+pub(crate) fn exact_rows_each(
+    a: &Attribution,
+    each: &mut dyn FnMut(InstanceRow) -> Result<()>,
+) -> Result<()> {
     for (i, op) in a.ops.iter().enumerate() {
+        let i = i as u32;
         let name = a.name(op);
         if under_a_model(a, op) {
             continue;
         }
         match family(name) {
-            Some(fam) => match exact::figures(name, &Inputs::of(&op.args)) {
-                Some(Ok(figures)) => {
-                    rows.push(row(a, op, fam.table, false, Some(figures), &op.gpu))
-                }
+            Some(fam) => match exact::figures(name, &Inputs::of(a.args(op))) {
+                Some(Ok(figures)) => each(row(a, op, fam.table, false, Some(figures), &a.gpu(i)))?,
                 // Its inputs are not what its model reads: its GPU work is still reported.
-                _ if !op.gpu.is_empty() => {
-                    rows.push(row(a, op, Table::Unmodelled, false, None, &op.gpu))
-                }
+                _ if a.has_gpu(i) => each(row(a, op, Table::Unmodelled, false, None, &a.gpu(i)))?,
                 _ => {}
             },
-            None if !op.gpu.is_empty() => {
-                let own = own_gpu(a, &children, i);
+            None if a.has_gpu(i) => {
+                let own = own_gpu(a, i);
                 if !own.is_empty() {
-                    rows.push(row(a, op, Table::Unmodelled, false, None, &own));
+                    each(row(a, op, Table::Unmodelled, false, None, &own))?;
                 }
             }
             None => {}
         }
     }
-    rows
+    Ok(())
 }
 
 /// Which figures `ops` gives.
@@ -379,7 +390,11 @@ pub(crate) struct Report {
 
 /// The instance rows of an attributed trace under `rules`, and its GPU (`gpu`, from
 /// `--gpu`, overrides the trace's `deviceProperties`).
-fn report_of(a: &Attribution, rules: Rules, gpu: Option<&'static peaks::Gpu>) -> Report {
+pub(crate) fn report_of(
+    a: &Attribution,
+    rules: Rules,
+    gpu: Option<&'static peaks::Gpu>,
+) -> Report {
     let rows = match rules {
         Rules::Exact => exact_rows_of(a),
         Rules::TraceLens => tracelens_rows_of(a),

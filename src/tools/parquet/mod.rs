@@ -1,5 +1,6 @@
 //! `parquet`: trace files as one Parquet dataset (`kinetrace parquet`, docs/parquet.md):
-//! `events/`, `flows/`, `tracks/` and `meta/`, each partitioned by rank the Hive way.
+//! `events/`, `flows/`, `tracks/`, `ops/` and `meta/`, each partitioned by rank the Hive
+//! way. `ops` is `kinetrace ops`' instance rows (`ops.rs`), from what the same read keeps.
 //!
 //! Each file is read once by the crate's reader into its rows (`rows.rs`), which are then
 //! written in time order (`table.rs`); files are read and written on worker threads, one
@@ -11,6 +12,7 @@
 //! temporary in that place removes (`temps`' sweep of a dead process's temporaries). Ranks
 //! are found as `merge` finds them.
 
+pub(crate) mod ops;
 pub(crate) mod rows;
 pub(crate) mod runs;
 pub(crate) mod table;
@@ -22,10 +24,12 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::json::render::push_json_string;
 use crate::output::temps;
+use crate::read::attribution::Collected;
 use crate::read::events::{scan_trace, ReadOptions};
 use crate::read::ranks::{assign_ranks, RankFrom};
 use crate::read::sources::{Msg, Reader, Sources};
 
+use self::ops::{write_ops_table, Reading};
 use self::rows::{Rows, TABLES};
 use self::runs::Runs;
 use self::table::{beyond_i64, column, int, string, Def, Table, SCHEMA_VERSION, SEQ, TS};
@@ -90,6 +94,7 @@ type Done = (Option<i64>, [u64; 3], u64);
 struct Converted {
     distributed_rank: Option<i64>,
     rows: Rows,
+    ops: Collected,
     json_bytes: u64,
 }
 
@@ -99,14 +104,19 @@ fn read_one(
     (options, spill_dir, spill_bytes): (ReadOptions, &Path, usize),
     reading: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<Converted> {
-    let mut rows = Rows::new(spill_dir, spill_bytes);
-    let end = scan_trace(path, &mut rows, reading, options)?;
+    let mut both = Reading {
+        rows: Rows::new(spill_dir, spill_bytes),
+        ops: Collected::default(),
+    };
+    let end = scan_trace(path, &mut both, reading, options)?;
     if let Some(invalid) = end.invalid {
         return Err(Error::trace_format(path, invalid));
     }
+    let Reading { rows, ops } = both;
     Ok(Converted {
         distributed_rank: rows.header.distributed_rank,
         rows,
+        ops,
         json_bytes: end.json_bytes,
     })
 }
@@ -130,9 +140,13 @@ fn write_one(
     };
     let Converted {
         rows: mut r,
+        ops,
         json_bytes,
         ..
     } = c;
+    // The operators first: their attribution is freed before the other tables are merged
+    // (each table's merge holds a row group).
+    write_ops_table(ops, &place("ops")?, options.zstd_level, check)?;
     let base = r.header.base_time_ns.unwrap_or(0);
     let runs = std::mem::replace(&mut r.runs, TABLES.map(|_| Runs::new(PathBuf::new())));
     let tables = [&mut r.events, &mut r.flows, &mut r.tracks];
@@ -428,7 +442,14 @@ mod tests {
         assert_eq!(written[0].rows, [2, 1, 1]);
         assert_eq!(
             entries(&out),
-            ["_kinetrace.json", "events", "flows", "meta", "tracks"]
+            [
+                "_kinetrace.json",
+                "events",
+                "flows",
+                "meta",
+                "ops",
+                "tracks"
+            ]
         );
         let events = rows(&out.join("events/rank=5/part-00000.parquet"));
         let names: Vec<&Field> = events.iter().map(|r| field(r, "name")).collect();
@@ -615,7 +636,14 @@ mod tests {
             assert_eq!(written[0].rows, [600, 86, 86]);
             assert_eq!(
                 entries(&out),
-                ["_kinetrace.json", "events", "flows", "meta", "tracks"]
+                [
+                    "_kinetrace.json",
+                    "events",
+                    "flows",
+                    "meta",
+                    "ops",
+                    "tracks"
+                ]
             );
             let read = |t: &str| rows(&out.join(format!("{t}/rank=0/part-00000.parquet")));
             tables.push(["events", "flows", "tracks"].map(read));

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use parquet::basic::{Compression, Encoding, LogicalType, Repetition, Type as Physical, ZstdLevel};
-use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
@@ -20,7 +20,8 @@ use parquet::schema::types::{ColumnPath, Type as SchemaType};
 use crate::error::{Error, FormatKind, Result};
 
 /// The dataset's schema version (docs/parquet.md), in every file's key-value metadata.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+/// 2: the `ops` table added (docs/parquet.md says what changed since 1).
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 /// Columns every row table (`events`, `flows`, `tracks`) has at these places (their
 /// shared columns come first, `rows.rs`): the sort key.
@@ -33,11 +34,15 @@ pub(crate) const GROUP_ROWS: usize = 1 << 20;
 /// About the most bytes of values in a row group.
 pub(crate) const GROUP_BYTES: usize = 128 << 20;
 
-/// A column's type: Parquet INT64, or a UTF-8 string (BYTE_ARRAY annotated STRING).
+/// A column's type: Parquet INT64, DOUBLE, BOOLEAN, or a UTF-8 string (BYTE_ARRAY
+/// annotated STRING). A double or a boolean is held as 8 bytes like an int (its bits, or 0
+/// and 1), so the runs and the sort handle one fixed-width kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Int,
     Str,
+    Float,
+    Bool,
 }
 
 /// A column of a table: its name and type; `seq` alone is required.
@@ -58,6 +63,20 @@ pub(crate) const fn string(name: &'static str) -> Def {
     Def {
         name,
         kind: Kind::Str,
+    }
+}
+
+pub(crate) const fn float(name: &'static str) -> Def {
+    Def {
+        name,
+        kind: Kind::Float,
+    }
+}
+
+pub(crate) const fn boolean(name: &'static str) -> Def {
+    Def {
+        name,
+        kind: Kind::Bool,
     }
 }
 
@@ -159,7 +178,7 @@ impl Table {
         let columns = defs
             .iter()
             .map(|d| match d.kind {
-                Kind::Int => Values::Int(Vec::new()),
+                Kind::Int | Kind::Float | Kind::Bool => Values::Int(Vec::new()),
                 Kind::Str => Values::Str(Strings::default()),
             })
             .collect();
@@ -182,12 +201,30 @@ impl Table {
 
     /// Sets int column `col` of the row being filled (each column at most once a row).
     pub(crate) fn int(&mut self, col: usize, value: Option<i64>) -> &mut Self {
-        if let Values::Int(v) = &mut self.columns[col] {
+        self.eight(col, Kind::Int, value, "an integer")
+    }
+
+    /// Sets double column `col` of the row being filled.
+    pub(crate) fn float(&mut self, col: usize, value: Option<f64>) -> &mut Self {
+        let bits = value.map(|v| v.to_bits() as i64);
+        self.eight(col, Kind::Float, bits, "a double")
+    }
+
+    /// Sets boolean column `col` of the row being filled.
+    pub(crate) fn boolean(&mut self, col: usize, value: Option<bool>) -> &mut Self {
+        self.eight(col, Kind::Bool, value.map(i64::from), "a boolean")
+    }
+
+    /// Sets a column held as 8 bytes, of kind `kind`.
+    fn eight(&mut self, col: usize, kind: Kind, value: Option<i64>, what: &str) -> &mut Self {
+        if self.defs[col].kind != kind {
+            self.mismatched(col, what);
+        } else if let Values::Int(v) = &mut self.columns[col] {
             debug_assert_eq!(v.len(), self.rows, "{} set twice", self.defs[col].name);
             v.push(value);
             self.bytes += 16;
         } else {
-            self.mismatched(col, "an integer");
+            self.mismatched(col, what);
         }
         self
     }
@@ -373,7 +410,8 @@ impl Table {
                 (Kind::Int, 1) => {
                     let n = i64::from_le_bytes(record.get(..8)?.try_into().ok()?);
                     record = &record[8..];
-                    self.int(col, Some(n));
+                    let kind = self.defs[col].kind;
+                    self.eight(col, kind, Some(n), "");
                 }
                 (Kind::Str, 1) => {
                     let len = u64::from_le_bytes(record.get(..8)?.try_into().ok()?) as usize;
@@ -382,11 +420,13 @@ impl Table {
                     self.str(col, Some(text));
                 }
                 (Kind::Int, _) => {
-                    self.int(col, None);
+                    let kind = self.defs[col].kind;
+                    self.eight(col, kind, None, "");
                 }
                 (Kind::Str, _) => {
                     self.str(col, None);
                 }
+                (Kind::Float | Kind::Bool, _) => return None, // held as ints
             }
         }
         self.end_row();
@@ -445,9 +485,19 @@ impl ParquetOut {
                         out.extend(v);
                     }
                     let levels = (!required).then_some(&levels[..]);
-                    cw.typed::<Int64Type>()
-                        .write_batch(&out, levels, None)
-                        .map_err(fail)?;
+                    match table.defs[col].kind {
+                        Kind::Float => {
+                            let out: Vec<f64> =
+                                out.iter().map(|&b| f64::from_bits(b as u64)).collect();
+                            cw.typed::<DoubleType>().write_batch(&out, levels, None)
+                        }
+                        Kind::Bool => {
+                            let out: Vec<bool> = out.iter().map(|&b| b != 0).collect();
+                            cw.typed::<BoolType>().write_batch(&out, levels, None)
+                        }
+                        _ => cw.typed::<Int64Type>().write_batch(&out, levels, None),
+                    }
+                    .map_err(fail)?;
                 }
                 Values::Str(strings) => {
                     // One shared buffer the values are views of (no copy per value).
@@ -490,6 +540,8 @@ fn schema(defs: &[Def]) -> parquet::errors::Result<Arc<SchemaType>> {
         let required = i == 0 && d.name == "seq";
         let (physical, logical) = match d.kind {
             Kind::Int => (Physical::INT64, None),
+            Kind::Float => (Physical::DOUBLE, None),
+            Kind::Bool => (Physical::BOOLEAN, None),
             Kind::Str => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
         };
         let field = SchemaType::primitive_type_builder(d.name, physical)
@@ -554,6 +606,49 @@ mod tests {
         assert_eq!(
             DEFS.iter().map(|d| d.kind).collect::<Vec<_>>(),
             [Kind::Int, Kind::Str, Kind::Int]
+        );
+    }
+
+    /// Doubles and booleans, held as 8 bytes, come back from a run record and reach the
+    /// file as Parquet DOUBLE and BOOLEAN, nulls as nulls.
+    #[test]
+    fn doubles_and_booleans_survive_a_run_and_the_file() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        use parquet::record::Field;
+        const D: &[Def] = &[int("n"), float("x"), boolean("b")];
+        let mut table = Table::new(D);
+        table
+            .int(0, Some(1))
+            .float(1, Some(-2.5))
+            .boolean(2, Some(true));
+        table.end_row();
+        table.int(0, Some(2)).end_row();
+        let mut copy = Table::new(D);
+        for row in 0..2 {
+            let mut record = Vec::new();
+            table.push_record(row, &mut record);
+            copy.add_record(&record).unwrap();
+        }
+        let dir = scratch("doubles");
+        let path = dir.join("t.parquet");
+        copy.write(&path, &[0, 1], 3, &|| Ok(())).unwrap();
+        let reader = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        let rows: Vec<Vec<Field>> = reader
+            .get_row_iter(None)
+            .unwrap()
+            .map(|r| {
+                r.unwrap()
+                    .get_column_iter()
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec![Field::Long(1), Field::Double(-2.5), Field::Bool(true)],
+                vec![Field::Long(2), Field::Null, Field::Null],
+            ]
         );
     }
 
