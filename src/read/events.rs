@@ -220,6 +220,19 @@ fn tag(kind: Kind) -> u8 {
     }
 }
 
+/// A type-tagged `pid` / `tid` as JSON text for messages (a string quoted and escaped, a
+/// number as written); `None` where the event has none.
+pub(crate) fn tagged_text(tagged: &[u8]) -> Option<String> {
+    match tagged.split_first()? {
+        (b's', text) => {
+            let mut out = Vec::new();
+            crate::json::render::push_json_string(&mut out, text);
+            Some(String::from_utf8_lossy(&out).into_owned())
+        }
+        (_, text) => Some(String::from_utf8_lossy(text).into_owned()),
+    }
+}
+
 fn number(kind: Kind, text: &[u8]) -> Option<f64> {
     if kind != Kind::Num {
         return None;

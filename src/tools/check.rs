@@ -35,7 +35,9 @@ use crate::error::{FormatKind, Result};
 use crate::json::lexer::{Input, Kind};
 use crate::json::object::{member, Duplicates::First};
 use crate::json::render::quoted;
-use crate::read::events::{scan_trace, Event, Form, NotAnEvent, ReadEnd, ReadOptions, Visitor};
+use crate::read::events::{
+    scan_trace, tagged_text, Event, Form, NotAnEvent, ReadEnd, ReadOptions, Visitor,
+};
 use crate::read::members::Source;
 use crate::tools::overlap::{self, Fed, Overlaps};
 use crate::tools::report::{Counted, Place, ReportKind, Tally};
@@ -398,17 +400,9 @@ struct Named {
     index: u64,
 }
 
-/// The first thread of a key (for names of threads in reports).
+/// A type-tagged `pid`/`tid` as JSON text, empty where absent (names of threads in reports).
 fn show_tagged(tagged: &[u8]) -> String {
-    match tagged.split_first() {
-        Some((b's', text)) => {
-            let mut out = Vec::new();
-            crate::json::render::push_json_string(&mut out, text);
-            String::from_utf8_lossy(&out).into_owned()
-        }
-        Some((_, text)) => String::from_utf8_lossy(text).into_owned(),
-        None => String::new(),
-    }
+    tagged_text(tagged).unwrap_or_default()
 }
 
 /// A name for messages: `X event "aten::mm"`.

@@ -11,7 +11,7 @@ use crate::json::object::{member, Duplicates::First};
 use crate::json::render::quoted;
 use crate::json::scan::Scanner;
 use crate::output::sink::Sink;
-use crate::read::events::{read_trace, Event, Visitor};
+use crate::read::events::{read_trace, tagged_text, Event, Visitor};
 use crate::read::members::Source;
 use crate::tools::check;
 use crate::tools::overlap::{self, Overlaps};
@@ -383,17 +383,9 @@ pub(super) fn untangle(
     })
 }
 
-/// A type-tagged `pid`/`tid` as JSON text.
+/// A type-tagged `pid`/`tid` as JSON text, `null` where absent.
 fn display_tagged(tagged: &[u8]) -> String {
-    match tagged.split_first() {
-        Some((b's', text)) => {
-            let mut out = Vec::new();
-            crate::json::render::push_json_string(&mut out, text);
-            String::from_utf8_lossy(&out).into_owned()
-        }
-        Some((_, text)) => String::from_utf8_lossy(text).into_owned(),
-        None => "null".into(),
-    }
+    tagged_text(tagged).unwrap_or_else(|| "null".into())
 }
 
 /// The text of a JSON string (its raw text, quotes included), decoded.
