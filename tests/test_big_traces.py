@@ -105,9 +105,12 @@ def _ops(src: Path, out: Path, rank1: Path) -> list[str]:
 
 
 def _diff(src: Path, out: Path, rank1: Path) -> list[str]:
-    """The trace against itself: one path named on both sides, read once (its summary
-    and its attribution in one pass)."""
-    return ["diff", str(src), str(src), "--json"]
+    """Two traces of the size: the trace against a link to it (two paths, so two reads at
+    once on two cores, each its summary and its attribution in one pass; one path named
+    on both sides would be read once)."""
+    other = out / "new.json"
+    other.symlink_to(src)
+    return ["diff", str(src), str(other), "--json"]
 
 
 #: Each tool's command line on (source, output folder, the other rank).
@@ -139,20 +142,20 @@ EXTRA = {"parquet": (48 + 128) * MiB}
 MEASURED_MIB = {
     "check": 65,
     "compress": 8,
-    # 206-227 MiB at 1.05 GB (2026-12-03, 2 cores busy, two runs): the attribution of
-    # each side in turn (one file at a time), ~170 B per GPU activity (1.33M, with the
-    # operators and their runtime calls: fixed-size records, the runtime calls freed once
-    # launches are resolved). 583 MiB before attribution was made lean, 696 MiB before the
-    # operators' argument texts were shared.
-    "diff": 227,
+    # 560 MiB at 1.05 GB (2026-12-03, 2 cores busy): two files of the size read at once,
+    # each pass filling summary's records (165 MiB a file alone) and the attribution
+    # (~170 B per GPU activity, 1.33M with the operators and their runtime calls:
+    # fixed-size records, the runtime calls freed once launches are resolved): ~1.7x two
+    # summaries'. 341 MiB for one path named on both sides (read once); 583 MiB for one
+    # file's attribution alone before it was made lean.
+    "diff": 560,
     "filter": 3,
     "filter-cutting-flows": 192,  # past the general bound: see GROWING
     "merge": 8,
-    # 1748 MiB at 1.05 GB (2026-12-03, 2 cores busy; 1747 before attribution was made
-    # lean): ~2.7 KB per operator (0.66M), one row per instance, a Python dict of 23 keys
-    # (~1.6 KB, its texts shared), in the report and in ``--json``; the attribution (diff's)
-    # is freed before the dicts are made.
-    "ops": 1748,
+    # 388 MiB at 1.05 GB (2026-12-03, 2 cores busy): the attribution while it is read,
+    # then 0.66M instance rows kept natively (~150 B each; a row becomes a dict only as it
+    # is printed). 1748 MiB when every row was a Python dict of 23 keys (~1.6 KB).
+    "ops": 388,
     # 212 / 223 / 251 MiB at 0.26 / 0.52 / 1.05 GB: the merge of the spilled runs reads
     # each through a 1 MiB buffer, so it grows by ~1 MiB a run (25 runs at 0.52 GB).
     # The general bound plus EXTRA (337 MiB on 2 cores, 1.34x) is the tighter one here.

@@ -390,11 +390,7 @@ pub(crate) struct Report {
 
 /// The instance rows of an attributed trace under `rules`, and its GPU (`gpu`, from
 /// `--gpu`, overrides the trace's `deviceProperties`).
-pub(crate) fn report_of(
-    a: &Attribution,
-    rules: Rules,
-    gpu: Option<&'static peaks::Gpu>,
-) -> Report {
+pub(crate) fn report_of(a: &Attribution, rules: Rules, gpu: Option<&'static peaks::Gpu>) -> Report {
     let rows = match rules {
         Rules::Exact => exact_rows_of(a),
         Rules::TraceLens => tracelens_rows_of(a),
