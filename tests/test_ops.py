@@ -9,20 +9,23 @@ worked by hand; the GPU lookups in ``src/tools/ops/peaks.rs`` and ``roofline.rs`
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import kinetrace
-from kinetrace import OpRow
+from kinetrace import OpRow, _kinetrace
 from kinetrace._cli.ops import WIDTH
+from kinetrace._tools.ops import Rules
 from support.big import write_big_trace
 from support.cli import run
 from support.interrupts import Sigint, assert_prompt
@@ -393,3 +396,21 @@ def test_ctrl_c_while_the_ranks_are_read(tmp_path: Path) -> None:
         sigint.after(0.02)
         latency = sigint.expect(lambda: kinetrace.ops(tmp_path, threads=2))
     assert_prompt(latency)
+
+
+@pytest.mark.parametrize("rules", ["exact", "tracelens"])
+def test_rows_json_is_json_dumps_of_each_row(rules: Rules) -> None:
+    """``--json``'s rows, made natively without a dict, are the text ``json.dumps`` gives
+    each row's dict: floats in exponent form too (the DLRM job's tiny rates, 4e-06 TFLOPS/s),
+    escaped strings, lists, nulls; a report whose rows are a plain list gives the same."""
+    for source in (require_real() / OWLV2_H100, require_real() / DLRM_RANKS):
+        found = kinetrace.ops(source, rules=rules)
+        expected = ",\n  ".join(json.dumps(r) for r in found.rows)
+        assert ",\n  ".join(found.rows_json(chunk=7)) == expected
+        assert "e-0" in expected or source != require_real() / DLRM_RANKS
+        plain = dataclasses.replace(found, rows=list(found.rows))
+        assert ",\n  ".join(plain.rows_json(chunk=7)) == expected
+    rows = kinetrace.ops(require_real() / DLRM_RANKS, rules=rules).rows
+    assert isinstance(rows, _kinetrace.OpRows) and isinstance(rows, Sequence)
+    last = rows.json_text(len(rows) - 1, 10**9)
+    assert rows.json_text(5, 3) == "" and last.count('"uid": ') == 1

@@ -11,6 +11,15 @@ pub(crate) enum Roof {
     Memory,
 }
 
+impl Roof {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Roof::Compute => "compute",
+            Roof::Memory => "memory",
+        }
+    }
+}
+
 /// The figures of `OpRow` / `OpGroup` that follow from FLOPs, bytes and time; `None` where
 /// they do not apply.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
