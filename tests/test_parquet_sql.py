@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import kinetrace
-from kinetrace._tools.ops import roofline
 from support import sql
 from support.real import DLRM_RANKS, REAL_TRACES, real_params, require_real, trace_id
 
@@ -435,23 +434,14 @@ def _group_key(row: Sequence[Any]) -> tuple[Any, ...]:
 
 def ops_groups(path: Path) -> Rows:
     """``kinetrace.ops(path).groups`` as ``op_groups`` gives them (without ``rank`` and
-    ``family``; times in µs), ``roof_tflops`` from the module's roofline of the summed
-    rows; sorted by (name, bwd, input_dims, input_type)."""
+    ``family``; times in µs); sorted by (name, bwd, input_dims, input_type)."""
     report = kinetrace.ops(path)
     assert report.gpu is not None, report.note
-    bandwidth = report.gpu["bandwidth_tbs"]
-    rows: dict[tuple[Any, ...], list[Any]] = {}
-    for r in report.rows:
-        rows.setdefault((r["name"], r["bwd"], r["input_dims"], r["input_type"]), []).append(r)
     out = []
     for g in report.groups:
-        members = rows[g.name, g.bwd, g.input_dims, g.input_type]
-        total_flops = None if g.flops is None else sum(r["flops"] or 0.0 for r in members)
-        total_bytes = None if g.bytes is None else sum(r["bytes"] or 0.0 for r in members)
-        roof = roofline(total_flops, total_bytes, g.time_us, g.peak_tflops, bandwidth)
         key = (g.name, g.bwd, g.input_dims, g.input_type)
         rates = (g.tflops_s, g.tbs, g.flops_per_byte, g.precision, g.peak_tflops)
-        roofs = (roof["roof_tflops"], g.roof_pct, g.bound, g.roof_time_us, g.saveable_us)
+        roofs = (g.roof_tflops, g.roof_pct, g.bound, g.roof_time_us, g.saveable_us)
         out.append((*key, g.count, g.time_us, g.flops, g.bytes, *rates, *roofs))
     return sorted(out, key=_group_key)
 

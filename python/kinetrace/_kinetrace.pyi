@@ -462,6 +462,7 @@ class _OpGroup(TypedDict):
     flops_per_byte: float | None
     precision: str | None
     peak_tflops: float | None
+    roof_tflops: float | None
     roof_pct: float | None
     bound: str | None
     roof_time_us: float | None

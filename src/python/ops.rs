@@ -84,8 +84,6 @@ fn group_dict<'py>(py: Python<'py>, g: &Group) -> PyResult<Bound<'py, PyDict>> {
     d.set_item(intern!(py, "bytes"), g.bytes)?;
     set_peak(&d, g.peak)?;
     set_rates(&d, &g.rates)?;
-    // A group's roof is its rows' (the same inputs): `OpGroup` does not repeat it.
-    d.del_item(intern!(py, "roof_tflops"))?;
     d.set_item(intern!(py, "saveable_us"), g.saveable_us)?;
     Ok(d)
 }

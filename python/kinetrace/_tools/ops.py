@@ -104,9 +104,10 @@ class OpGroup:
     (``time_us``: sum, ``mean_us``, ``median_us``, ``min_us``, ``max_us``); ``flops`` and
     ``bytes`` per instance (the same inputs give the same figures); ``tflops_s`` and
     ``tbs`` the group's rates (sums over summed time), ``flops_per_byte``, ``precision``,
-    ``peak_tflops``, ``roof_pct``, ``bound`` as a row's; ``roof_time_us`` the summed time
-    at the roofline and ``saveable_us`` = ``time_us`` - ``roof_time_us`` (not below 0), the
-    GPU time reaching the roofline would save (``None`` without a roofline)."""
+    ``peak_tflops``, ``roof_tflops``, ``roof_pct``, ``bound`` as a row's; ``roof_time_us``
+    the summed time at the roofline and ``saveable_us`` = ``time_us`` - ``roof_time_us``
+    (not below 0), the GPU time reaching the roofline would save (``None`` without a
+    roofline)."""
 
     name: str
     table: str
@@ -126,6 +127,7 @@ class OpGroup:
     flops_per_byte: float | None
     precision: str | None
     peak_tflops: float | None
+    roof_tflops: float | None
     roof_pct: float | None
     bound: str | None
     roof_time_us: float | None
