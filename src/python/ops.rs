@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PySlice};
+use pyo3::types::{PyDict, PyList, PySlice, PyString};
 
 use super::interrupt::detached;
 use crate::json::render::{push_int, push_json_string};
@@ -43,26 +43,94 @@ fn set_peak(d: &Bound<'_, PyDict>, peak: Option<(Precision, f64)>) -> PyResult<(
     d.set_item(intern!(py, "peak_tflops"), peak.map(|(_, v)| v))
 }
 
-/// A row as `OpRow`.
-fn row_dict<'py>(py: Python<'py>, ranked: &RankedRow) -> PyResult<Bound<'py, PyDict>> {
-    let r = &ranked.row;
+/// One value of a row, as the dict and the JSON text both give it.
+enum Field<'a> {
+    Int(Option<i64>),
+    Float(Option<f64>),
+    Text(Option<&'a str>),
+    Bool(bool),
+    Ints(&'a [u64]),
+}
+
+/// How many fields a row has (the compiler holds [`ROW_KEYS`] and [`row_values`] to it).
+const ROW_FIELDS: usize = 23;
+
+/// The keys of `OpRow`, in the order its dict and its JSON text give them.
+const ROW_KEYS: [&str; ROW_FIELDS] = [
+    "uid",
+    "rank",
+    "name",
+    "table",
+    "bwd",
+    "flops",
+    "bytes",
+    "kernel_time_us",
+    "kernel_time_ns",
+    "kernel_uids",
+    "input_dims",
+    "input_type",
+    "device",
+    "precision",
+    "peak_tflops",
+    "time_us",
+    "tflops_s",
+    "tbs",
+    "flops_per_byte",
+    "roof_tflops",
+    "roof_pct",
+    "bound",
+    "roof_time_us",
+];
+
+/// A row's values, one for each of [`ROW_KEYS`]: the one place a row's fields are listed,
+/// for its dict ([`row_dict`]) and its JSON text ([`row_json`]) alike.
+fn row_values(ranked: &RankedRow) -> [Field<'_>; ROW_FIELDS] {
+    let (r, rates) = (&ranked.row, &ranked.rates);
+    [
+        Field::Int(Some(r.uid as i64)),
+        Field::Int(Some(ranked.rank)),
+        Field::Text(Some(&r.name)),
+        Field::Text(Some(r.table.label())),
+        Field::Bool(r.bwd),
+        Field::Float(r.figures.map(|f| f.flops)),
+        Field::Float(r.figures.and_then(|f| f.bytes)),
+        Field::Float(Some(r.kernel_us)),
+        Field::Int(Some(r.kernel_ns)),
+        Field::Ints(&r.kernel_uids),
+        Field::Text(r.input_dims.as_deref()),
+        Field::Text(r.input_type.as_deref()),
+        Field::Int(r.device),
+        Field::Text(ranked.peak.map(|(p, _)| p.label())),
+        Field::Float(ranked.peak.map(|(_, v)| v)),
+        Field::Float(Some(ranked.time_us)),
+        Field::Float(rates.tflops_s),
+        Field::Float(rates.tbs),
+        Field::Float(rates.flops_per_byte),
+        Field::Float(rates.roof_tflops),
+        Field::Float(rates.roof_pct),
+        Field::Text(rates.bound.map(Roof::label)),
+        Field::Float(rates.roof_time_us),
+    ]
+}
+
+/// A row as `OpRow`, its keys `keys` ([`ROW_KEYS`] as Python strings, made once per
+/// [`OpRows`], not ~25 new ones a row).
+fn row_dict<'py>(
+    py: Python<'py>,
+    keys: &[Py<PyString>],
+    ranked: &RankedRow,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item(intern!(py, "uid"), r.uid)?;
-    d.set_item(intern!(py, "rank"), ranked.rank)?;
-    d.set_item(intern!(py, "name"), &r.name)?;
-    d.set_item(intern!(py, "table"), r.table.label())?;
-    d.set_item(intern!(py, "bwd"), r.bwd)?;
-    d.set_item(intern!(py, "flops"), r.figures.map(|f| f.flops))?;
-    d.set_item(intern!(py, "bytes"), r.figures.and_then(|f| f.bytes))?;
-    d.set_item(intern!(py, "kernel_time_us"), r.kernel_us)?;
-    d.set_item(intern!(py, "kernel_time_ns"), r.kernel_ns)?;
-    d.set_item(intern!(py, "kernel_uids"), PyList::new(py, &r.kernel_uids)?)?;
-    d.set_item(intern!(py, "input_dims"), r.input_dims.as_deref())?;
-    d.set_item(intern!(py, "input_type"), r.input_type.as_deref())?;
-    d.set_item(intern!(py, "device"), r.device)?;
-    set_peak(&d, ranked.peak)?;
-    d.set_item(intern!(py, "time_us"), ranked.time_us)?;
-    set_rates(&d, &ranked.rates)?;
+    for (key, value) in keys.iter().zip(row_values(ranked)) {
+        let key = key.bind(py);
+        match value {
+            Field::Int(v) => d.set_item(key, v)?,
+            Field::Float(v) => d.set_item(key, v)?,
+            Field::Text(v) => d.set_item(key, v)?,
+            Field::Bool(v) => d.set_item(key, v)?,
+            Field::Ints(v) => d.set_item(key, PyList::new(py, v)?)?,
+        }
+    }
     Ok(d)
 }
 
@@ -94,6 +162,21 @@ fn group_dict<'py>(py: Python<'py>, g: &Group) -> PyResult<Bound<'py, PyDict>> {
 #[pyclass(module = "kinetrace._kinetrace", name = "OpRows", frozen, sequence)]
 pub(crate) struct OpRows {
     rows: Vec<RankedRow>,
+    keys: Vec<Py<PyString>>,
+}
+
+impl OpRows {
+    fn new(py: Python<'_>, rows: Vec<RankedRow>) -> Self {
+        let keys = ROW_KEYS
+            .iter()
+            .map(|k| PyString::intern(py, k).unbind())
+            .collect();
+        OpRows { rows, keys }
+    }
+
+    fn row<'py>(&self, py: Python<'py>, at: usize) -> PyResult<Bound<'py, PyDict>> {
+        row_dict(py, &self.keys, &self.rows[at])
+    }
 }
 
 #[pymethods]
@@ -109,7 +192,7 @@ impl OpRows {
             let out = PyList::empty(py);
             let mut at = found.start;
             for _ in 0..found.slicelength {
-                out.append(row_dict(py, &self.rows[at as usize])?)?;
+                out.append(self.row(py, at as usize)?)?;
                 at += found.step;
             }
             return Ok(out.into_any().unbind());
@@ -120,7 +203,7 @@ impl OpRows {
         if !(0..len).contains(&at) {
             return Err(PyIndexError::new_err("OpRows index out of range"));
         }
-        Ok(row_dict(py, &self.rows[at as usize])?.into_any().unbind())
+        Ok(self.row(py, at as usize)?.into_any().unbind())
     }
 
     fn __iter__(slf: Py<Self>) -> OpRowsIter {
@@ -225,6 +308,18 @@ impl<'a> JsonObject<'a> {
         out.extend_from_slice(if v { b"true" } else { b"false" });
     }
 
+    fn ints(&mut self, key: &str, v: &[u64]) {
+        let out = self.key(key);
+        out.push(b'[');
+        for (i, &n) in v.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
+            push_int(out, n);
+        }
+        out.push(b']');
+    }
+
     fn end(self) {
         self.out.push(b'}');
     }
@@ -232,40 +327,16 @@ impl<'a> JsonObject<'a> {
 
 /// [`row_dict`]'s keys and values in its order, as `json.dumps` writes that dict.
 fn row_json(out: &mut Vec<u8>, ranked: &RankedRow) {
-    let r = &ranked.row;
     let mut o = JsonObject::new(out);
-    o.int("uid", Some(r.uid));
-    o.int("rank", Some(ranked.rank));
-    o.text("name", Some(&r.name));
-    o.text("table", Some(r.table.label()));
-    o.boolean("bwd", r.bwd);
-    o.float("flops", r.figures.map(|f| f.flops));
-    o.float("bytes", r.figures.and_then(|f| f.bytes));
-    o.float("kernel_time_us", Some(r.kernel_us));
-    o.int("kernel_time_ns", Some(r.kernel_ns));
-    let uids = o.key("kernel_uids");
-    uids.push(b'[');
-    for (i, &uid) in r.kernel_uids.iter().enumerate() {
-        if i > 0 {
-            uids.extend_from_slice(b", ");
+    for (key, value) in ROW_KEYS.iter().zip(row_values(ranked)) {
+        match value {
+            Field::Int(v) => o.int(key, v),
+            Field::Float(v) => o.float(key, v),
+            Field::Text(v) => o.text(key, v),
+            Field::Bool(v) => o.boolean(key, v),
+            Field::Ints(v) => o.ints(key, v),
         }
-        push_int(uids, uid);
     }
-    uids.push(b']');
-    o.text("input_dims", r.input_dims.as_deref());
-    o.text("input_type", r.input_type.as_deref());
-    o.int("device", r.device);
-    o.text("precision", ranked.peak.map(|(p, _)| p.label()));
-    o.float("peak_tflops", ranked.peak.map(|(_, v)| v));
-    o.float("time_us", Some(ranked.time_us));
-    let rates = &ranked.rates;
-    o.float("tflops_s", rates.tflops_s);
-    o.float("tbs", rates.tbs);
-    o.float("flops_per_byte", rates.flops_per_byte);
-    o.float("roof_tflops", rates.roof_tflops);
-    o.float("roof_pct", rates.roof_pct);
-    o.text("bound", rates.bound.map(Roof::label));
-    o.float("roof_time_us", rates.roof_time_us);
     o.end();
 }
 
@@ -283,12 +354,12 @@ impl OpRowsIter {
     }
 
     fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let rows = &self.rows.get().rows;
-        let Some(r) = rows.get(self.next) else {
+        let rows = self.rows.get();
+        if self.next >= rows.rows.len() {
             return Ok(None);
-        };
+        }
         self.next += 1;
-        row_dict(py, r).map(Some)
+        rows.row(py, self.next - 1).map(Some)
     }
 }
 
@@ -401,7 +472,7 @@ fn ops<'py>(
         group_list.append(group_dict(py, g)?)?;
     }
     d.set_item(intern!(py, "groups"), group_list)?;
-    d.set_item(intern!(py, "rows"), Bound::new(py, OpRows { rows })?)?;
+    d.set_item(intern!(py, "rows"), Bound::new(py, OpRows::new(py, rows))?)?;
     Ok(d)
 }
 
