@@ -213,34 +213,46 @@ def test_real_ranks_against_themselves(capsys):
 
 #: Pairs of profiles of one unchanged workload, each profile in a process of its own, the two
 #: of a pair recorded back to back (support.recorders). Each profile: 12 steps of 10 products
-#: of 256 x 256 (~10 ms a step on one core).
+#: of 256 x 256 (~2-3 ms a step on one core).
 PAIRS = 10
 PAIR_STEPS = 12
 
 
 @pytest.mark.slow  # 20 processes start torch and Kineto: ~12 s of CPU each
-@pytest.mark.xfail(
-    strict=False,
-    reason="one profile a side cannot see the spread between processes: at CI's own load "
-    "(the suite beside it) 5 of 10 pairs of unchanged runs differed by 13-38%, "
-    "significantly (docs/diff.md, 'What a significant verdict means')",
-)
 def test_unchanged_runs_in_separate_processes_raise_no_alarm(tmp_path, capsys):
-    """``--fail-above 10`` gives 0 for every pair. Two processes differ in median step time
-    while the steps within each are tight, so many pairs are *significant*; the threshold
-    is what keeps them from failing CI only while the spread between processes stays under
-    it. Measured on 2 cores: alone beside other work (load 5-10) every pair passed; in CI's
-    run, the suite on the other core, the medians fell in two clusters (~2.3 and ~3.1 ms)
-    and 5 pairs of 10 were significant regressions of +13.7 to +37.5% (the message prints
-    each pair). Kept as the measurement it is, expected to fail there: the remedy is
-    several runs a side (``--runs``), recorded in turns."""
-    paths = [tmp_path / f"run{i}.json" for i in range(2 * PAIRS)]
-    record_in_processes(paths, size=256, mms=10, steps=PAIR_STEPS, at_once=4)
+    """Ten pairs of unchanged single-process profiles, the two of a pair back to back.
+
+    Each pair's ``--fail-above 10`` status follows its verdict: the regression status
+    exactly when NEW is significantly slower by more than 10%. That a pair of single
+    profiles gives 0 depends on the machine, not on diff: this 2-core machine's speed moves
+    in phases of 0.1 s to seconds (10 products of 256 x 256 take 2.2 ms in one, 3.0 in the
+    next; steps are tight within a phase), so two processes seconds apart can differ by 25%
+    or more while their steps are tight. Measured with ``benches/bench_diff_alarms.py``:
+    1 pair of 10 alarmed beside light work, 5 of 10 during CI's run (the suite on the other
+    core); docs/diff.md, 'What a significant verdict means'.
+
+    The remedy docs/diff.md gives is asserted: the ten BASE profiles against the ten NEW
+    ones, as runs (``--runs``), raise no alarm either way, whatever the pairs did: pooled
+    over runs, each side's steps carry the spread between processes (measured: changes of
+    -1.7 to +1.7%, none significant)."""
+    base, new = tmp_path / "base", tmp_path / "new"
+    base.mkdir()
+    new.mkdir()
+    pairs = [(base / f"run{i}.json", new / f"run{i}.json") for i in range(PAIRS)]
+    record_in_processes(
+        [p for pair in pairs for p in pair], size=256, mms=10, steps=PAIR_STEPS, at_once=4
+    )
     seen = []
-    for base, new in zip(paths[::2], paths[1::2], strict=True):
-        verdict = kinetrace.diff(base, new).verdict
+    for one, other in pairs:
+        verdict = kinetrace.diff(one, other).verdict
         assert (verdict.base_steps, verdict.new_steps) == (PAIR_STEPS, PAIR_STEPS)
-        code = run("diff", base, new, "--fail-above", "10")
+        code = run("diff", one, other, "--fail-above", "10")
+        alarm = verdict.significant and verdict.verdict == "slower" and verdict.change_pct > 10
+        assert code == (status.REGRESSION if alarm else status.DONE), verdict
         seen.append((code, verdict.verdict, round(verdict.change_pct or 0, 1)))
+    for one, other in ((base, new), (new, base)):
+        code = run("diff", "--runs", one, other, "--fail-above", "10")
+        pooled = kinetrace.diff(one, other, runs=True).verdict
+        assert code == status.DONE, f"runs: {pooled}; pairs (status, verdict, %): {seen}"
+        assert (pooled.base_steps, pooled.new_steps) == (PAIRS * PAIR_STEPS,) * 2
     capsys.readouterr()
-    assert all(code == status.DONE for code, _, _ in seen), f"(status, verdict, %): {seen}"
