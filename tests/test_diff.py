@@ -14,8 +14,14 @@ import pytest
 import kinetrace
 from kinetrace._cli import status
 from kinetrace._cli.diff import MARKDOWN_LINES, WIDTH
-from kinetrace._tools.diff import MIN_STEPS, compare_steps
-from kinetrace._tools.diff_stats import bootstrap_change_ci, mann_whitney, median, percentile
+from kinetrace._tools.diff import MIN_STEPS, compare_runs, compare_steps
+from kinetrace._tools.diff_stats import (
+    bootstrap_change_ci,
+    bootstrap_runs_change_ci,
+    mann_whitney,
+    median,
+    percentile,
+)
 from support.cli import run
 from support.profiles import sides_in_turns
 from support.recorders import record_in_processes
@@ -24,12 +30,14 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT.parent / "shared" / "traces"
 
 #: Profiles per side, recorded steps in each (only the first profile of a process is slow:
-#: ~12 s to start Kineto; the next take ~0.03 s each).
-RUNS = 40
+#: ~12 s to start Kineto; the next take ~0.03 s each: 200 in 11-31 s at load 3-5). The
+#: interval resamples runs, so it narrows with their number: with 40 a side its low end
+#: was -2.3 to +10.2% (one set of nine "~"), with 100 +9.5 to +13.0% (three sets).
+RUNS = 100
 STEPS = 6
 #: torch.mm calls of SIZE x SIZE per step; NEW adds one of EXTRA x EXTRA, 1.27 times one of
-#: them in FLOPs: ~13% of a step (measured +13.5, +17.7, +17.4%, intervals' low ends +10.7
-#: to +12.3%, on 2 busy cores), so the 5% threshold keeps a margin over this machine's noise.
+#: them in FLOPs: ~13% of a step (measured +16.6, +17.7, +18.2% with 100 runs a side on 2
+#: busy cores), so the 5% threshold keeps a margin over this machine's noise.
 MMS = 10
 SIZE = 192
 EXTRA = 208
@@ -85,6 +93,30 @@ def test_bootstrap_is_deterministic_and_exact_on_constants():
     assert first[0] < 100 * (median(new) / median(base) - 1) < first[1]
     # Every resample of a constant side has its median: the interval is the change itself.
     assert bootstrap_change_ci([100.0] * 10, [110.0] * 10) == pytest.approx((10.0, 10.0))
+
+
+def test_the_runs_bootstrap_counts_the_spread_between_runs():
+    """Four runs a side, each tight, some at a level 20% above the others (the machine's
+    speed between processes): one of BASE's, three of NEW's. Pooled, the steps look like a
+    sure +20% (the test's p < 0.001, the steps' interval +17.6 to +19.8%), yet a run more
+    or less at either level moves the medians: resampling the runs first covers 0, and the
+    verdict is "~"."""
+    base = [[level + i % 3 for i in range(10)] for level in (100.0, 100.0, 100.0, 120.0)]
+    new = [[level + i % 3 for i in range(10)] for level in (100.0, 120.0, 120.0, 120.0)]
+    pooled = ([d for run in base for d in run], [d for run in new for d in run])
+    assert bootstrap_change_ci(*pooled)[0] > 15
+    low, high = bootstrap_runs_change_ci(base, new)
+    assert low <= 0 < 15 < high
+    assert bootstrap_runs_change_ci(base, new) == (low, high)  # seeded
+    v = compare_runs(base, new)
+    assert v.p_value is not None and v.p_value < 0.001
+    assert (v.verdict, v.significant, v.ci_low_pct) == ("~", False, low)
+    # Constant runs: every resample has the side's median, the interval is the change.
+    assert bootstrap_runs_change_ci([[100.0] * 5] * 3, [[110.0] * 5] * 2) == pytest.approx(
+        (10.0, 10.0)
+    )
+    with pytest.raises(ValueError, match="every run a step"):
+        bootstrap_runs_change_ci([[1.0], []], [[2.0]])
 
 
 def test_too_few_steps_give_no_verdict():
@@ -233,9 +265,9 @@ def test_unchanged_runs_in_separate_processes_raise_no_alarm(tmp_path, capsys):
     core); docs/diff.md, 'What a significant verdict means'.
 
     The remedy docs/diff.md gives is asserted: the ten BASE profiles against the ten NEW
-    ones, as runs (``--runs``), raise no alarm either way, whatever the pairs did: pooled
-    over runs, each side's steps carry the spread between processes (measured: changes of
-    -1.7 to +1.7%, none significant)."""
+    ones, as runs (``--runs``), raise no alarm either way, whatever the pairs did: the
+    interval resamples the runs, so the spread between processes counts (measured: changes
+    of -1.7 to +1.7%, none significant)."""
     base, new = tmp_path / "base", tmp_path / "new"
     base.mkdir()
     new.mkdir()

@@ -22,7 +22,12 @@ from kinetrace._env import available_cpus, require_in_range
 from kinetrace._tools.diff_hta import HtaDiff, Pick, diff_hta
 from kinetrace._tools.diff_names import family, pair_renames
 from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_runs
-from kinetrace._tools.diff_stats import bootstrap_change_ci, mann_whitney, median
+from kinetrace._tools.diff_stats import (
+    bootstrap_change_ci,
+    bootstrap_runs_change_ci,
+    mann_whitney,
+    median,
+)
 from kinetrace._tools.sources import TRACE_SUFFIXES, trace_files
 from kinetrace._tools.summary import RankSummary, Summary
 
@@ -171,24 +176,43 @@ def job_steps(s: Summary, skip_first: int) -> list[float]:
     return [max(d[n] for d in per_rank) for n in common]
 
 
-def _side_steps(side: Sequence[Summary], skip_first: int) -> list[float]:
-    return [d for run in side for d in job_steps(run, skip_first)]
+def _side_runs(side: Sequence[Summary], skip_first: int) -> list[list[float]]:
+    """The job's steps in each run of a side."""
+    return [job_steps(run, skip_first) for run in side]
 
 
 def compare_steps(base: Sequence[float], new: Sequence[float]) -> StepComparison:
-    """The verdict on two samples of step times (µs)."""
-    nb, nn = len(base), len(new)
-    samples = (tuple(base), tuple(new))
+    """The verdict on two samples of step times (µs), each side one run."""
+    return compare_runs([base], [new])
+
+
+def compare_runs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]]) -> StepComparison:
+    """The verdict on step times (µs), each side a list of runs: the medians and the test
+    on the pooled steps; the interval resamples the steps where each side is one run, else
+    each side's runs and then their steps (the spread between runs counts)."""
+    base_steps = [d for run in base for d in run]
+    new_steps = [d for run in new for d in run]
+    nb, nn = len(base_steps), len(new_steps)
+    samples = (tuple(base_steps), tuple(new_steps))
     if min(nb, nn) < MIN_STEPS:
-        mb = median(base) if base else None
-        mn = median(new) if new else None
+        mb = median(base_steps) if base_steps else None
+        mn = median(new_steps) if new_steps else None
         return StepComparison(
             nb, nn, mb, mn, None, None, None, None, None, False, "too few steps", *samples
         )
-    mb, mn = median(base), median(new)
+    mb, mn = median(base_steps), median(new_steps)
     change = 100 * (mn - mb) / mb if mb else 0.0
-    lo, hi = bootstrap_change_ci(base, new, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED)
-    test = mann_whitney(new, base)
+    base_runs = [list(run) for run in base if run]
+    new_runs = [list(run) for run in new if run]
+    if len(base_runs) == len(new_runs) == 1:
+        lo, hi = bootstrap_change_ci(
+            base_steps, new_steps, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED
+        )
+    else:
+        lo, hi = bootstrap_runs_change_ci(
+            base_runs, new_runs, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED
+        )
+    test = mann_whitney(new_steps, base_steps)
     significant = test.p_value < ALPHA and (lo > 0 or hi < 0)
     verdict = "~" if not significant else ("slower" if change > 0 else "faster")
     return StepComparison(
@@ -299,9 +323,9 @@ def rank_pairs(base: Sequence[Summary], new: Sequence[Summary]) -> list[tuple[in
 
 
 def _rank_diff(b: Sequence[RankSummary], n: Sequence[RankSummary], skip_first: int) -> RankDiff:
-    steps = compare_steps(
-        [d for r in b for _, d in rank_steps(r, skip_first)],
-        [d for r in n for _, d in rank_steps(r, skip_first)],
+    steps = compare_runs(
+        [[d for _, d in rank_steps(r, skip_first)] for r in b],
+        [[d for _, d in rank_steps(r, skip_first)] for r in n],
     )
     return RankDiff(
         b[0].rank,
@@ -410,7 +434,7 @@ def diff(
         base_runs=len(b),
         new_runs=len(n),
         skip_first=skip_first,
-        verdict=compare_steps(_side_steps(b, skip_first), _side_steps(n, skip_first)),
+        verdict=compare_runs(_side_runs(b, skip_first), _side_runs(n, skip_first)),
         ranks=tuple(_rank_diff(b_ranks[x], n_ranks[y], skip_first) for x, y in pairs),
         base_only_ranks=tuple(sorted(set(b_ranks) - {x for x, _ in pairs})),
         new_only_ranks=tuple(sorted(set(n_ranks) - {y for _, y in pairs})),
