@@ -132,14 +132,31 @@ def bootstrap_change_ci(
     """The percentile bootstrap interval of the change in medians, in % of the base median:
     each side resampled with replacement ``resamples`` times (a ``random.Random(seed)``,
     base then new each time), the change of each pair's medians, its
-    ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` percentiles."""
+    ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` percentiles. A resample's median
+    is drawn directly (:func:`_resampled_median`), so a side of 5000 steps costs what one
+    of 5 does."""
     rng = random.Random(seed)
+    sorted_base, sorted_new = sorted(base), sorted(new)
     changes = []
     for _ in range(resamples):
-        b = median(rng.choices(base, k=len(base)))
-        n = median(rng.choices(new, k=len(new)))
+        b = _resampled_median(rng, sorted_base)
+        n = _resampled_median(rng, sorted_new)
         changes.append(_change_pct(b, n))
     return _interval(changes, confidence)
+
+
+def _resampled_median(rng: random.Random, sorted_values: Sequence[float]) -> float:
+    """The median of ``len(sorted_values)`` draws with replacement, drawn in O(1): n draws
+    of an index are floor(n·U) of n uniform U, and the k-th smallest of n uniforms follows
+    Beta(k, n - k + 1); the next one above it, u, is u + (1 - u)·Beta(1, n - k)."""
+    n = len(sorted_values)
+    k = (n + 1) // 2
+    u = rng.betavariate(k, n - k + 1)
+    low = sorted_values[min(int(u * n), n - 1)]
+    if n % 2:
+        return low
+    v = u + (1 - u) * rng.betavariate(1, n - k)
+    return (low + sorted_values[min(int(v * n), n - 1)]) / 2
 
 
 def _interval(changes: list[float], confidence: float) -> tuple[float, float]:
