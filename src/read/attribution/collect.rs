@@ -301,12 +301,13 @@ fn shared_text(texts: &mut HashSet<Arc<str>>, value: &[u8]) -> Arc<str> {
     new
 }
 
-fn read_args(raw: &[u8], texts: Option<&mut HashSet<Arc<str>>>) -> ArgsRead {
+/// What the tree needs of an event's `args` (its value as written, [`Event::args`]).
+fn read_args(args: Option<&[u8]>, texts: Option<&mut HashSet<Arc<str>>>) -> ArgsRead {
     let mut out = ArgsRead::default();
     let with_op_args = texts.is_some();
     let mut shared = texts;
     let mut text = |value: &[u8]| shared.as_deref_mut().map(|t| shared_text(t, value));
-    let Some(args) = member(raw, b"args", Duplicates::Last) else {
+    let Some(args) = args else {
         return out;
     };
     let _ = crate::json::object::for_each_member(args, |key, value| match key {
@@ -388,7 +389,7 @@ impl Collected {
     }
 
     fn op(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.raw, Some(&mut self.texts));
+        let args = read_args(ev.args(), Some(&mut self.texts));
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         let set = self.args_id(args.op);
         self.ops.push(Op {
@@ -407,7 +408,7 @@ impl Collected {
     }
 
     fn runtime(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.raw, None);
+        let args = read_args(ev.args(), None);
         if self.link_by_correlation.is_none() {
             let launch = String::from_utf8_lossy(ev.name).to_lowercase();
             if launch.contains("launch") {
@@ -431,7 +432,7 @@ impl Collected {
     }
 
     fn gpu_event(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.raw, None);
+        let args = read_args(ev.args(), None);
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         let device = args
             .device

@@ -414,6 +414,7 @@ impl Visitor for Rewriting<'_, '_> {
             dur: ev.dur,
             flow_key: ev.flow_key,
             values: ev.values,
+            args_span: ev.args_span,
             offset: ev.offset,
             index: ev.index,
         };

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::json::decimal::{ns_of, whole_number};
-use crate::json::object::{member, Duplicates};
+use crate::json::object::for_each_member;
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_TS};
 use crate::read::ranks::distributed_rank;
 
@@ -72,13 +72,21 @@ fn int_arg(value: Option<&[u8]>) -> i64 {
 }
 
 /// `args.stream` and `args.correlation` of an event (-1 when missing).
-fn stream_and_correlation(raw: &[u8]) -> (i64, i64) {
-    match member(raw, b"args", Duplicates::Last) {
-        Some(args) if args.first() == Some(&b'{') => (
-            int_arg(member(args, b"stream", Duplicates::Last)),
-            int_arg(member(args, b"correlation", Duplicates::Last)),
-        ),
-        _ => (-1, -1),
+fn stream_and_correlation(ev: &Event<'_>) -> (i64, i64) {
+    let Some(args) = ev.args().filter(|a| a.first() == Some(&b'{')) else {
+        return (-1, -1);
+    };
+    // One pass for both, the last of each counting (as `member` finds them); nothing of
+    // an object the scanner cannot read.
+    let (mut stream, mut correlation) = (None, None);
+    let read = for_each_member(args, |key, value| match key {
+        b"stream" => stream = Some(value),
+        b"correlation" => correlation = Some(value),
+        _ => {}
+    });
+    match read {
+        Some(()) => (int_arg(stream), int_arg(correlation)),
+        None => (-1, -1),
     }
 }
 
@@ -179,7 +187,7 @@ impl Collected {
             ) else {
                 return;
             };
-            let (stream, correlation) = stream_and_correlation(ev.raw);
+            let (stream, correlation) = stream_and_correlation(ev);
             let kind = if cat.contains("mem") || cat.contains("Mem") || is_memory_name(ev.name) {
                 Kind::Memory
             } else if is_communication(ev.name) {
@@ -197,7 +205,7 @@ impl Collected {
                 kind,
             });
         } else if RUNTIME_CATS.contains(&cat) {
-            let (_, correlation) = stream_and_correlation(ev.raw);
+            let (_, correlation) = stream_and_correlation(ev);
             if correlation != -1 {
                 if let Some(start) = ns_of(ev.value_text(SLOT_TS)) {
                     self.launches.entry(correlation).or_insert(start);
@@ -232,7 +240,7 @@ impl Collected {
         if cat == "Trace" {
             return;
         }
-        let (stream, correlation) = stream_and_correlation(ev.raw);
+        let (stream, correlation) = stream_and_correlation(ev);
         let name = self.names.id(ev.name);
         self.hta_rows.push(HtaRow {
             index: ev.index,
@@ -296,5 +304,62 @@ impl Visitor for Collected {
             Rules::Hta => self.hta_event(ev),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::object::{member, Duplicates};
+    use crate::read::events::{read_trace_with, ReadOptions};
+
+    /// Per event (stream, correlation) as read, and as two lookups of the text find them.
+    struct Seen(Vec<((i64, i64), (i64, i64))>);
+
+    impl Visitor for Seen {
+        fn header(&mut self, _: &[u8], _: &[u8], _: bool) -> Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+            let looked_up = match member(ev.raw, b"args", Duplicates::Last) {
+                Some(args) if args.first() == Some(&b'{') => (
+                    int_arg(member(args, b"stream", Duplicates::Last)),
+                    int_arg(member(args, b"correlation", Duplicates::Last)),
+                ),
+                _ => (-1, -1),
+            };
+            self.0.push((stream_and_correlation(ev), looked_up));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn stream_and_correlation_are_the_last_of_each() {
+        let text = r#"{"traceEvents": [
+ {"ph": "X", "args": {"stream": 7, "correlation": 1}},
+ {"ph": "X", "args": {"stream": 7, "x": [{"stream": 2}], "stream": 9, "correlation": 1.5}},
+ {"ph": "X", "args": {"correlation": 3}, "args": {"stream": 4}},
+ {"ph": "X", "args": "stream"},
+ {"ph": "X", "args": {}},
+ {"ph": "X"},
+ {"p\u0068": "X", "args": {"stream": 5, "correlation": 6, "stream": 8}}
+]}"#;
+        let dir = crate::testing::scratch("summary-args");
+        let path = dir.join("t.json");
+        std::fs::write(&path, text).unwrap();
+        let mut seen = Seen(Vec::new());
+        read_trace_with(&path, &mut seen, &mut |_| Ok(()), ReadOptions::default()).unwrap();
+        let got: Vec<(i64, i64)> = seen.0.iter().map(|s| s.0).collect();
+        let want = [
+            (7, 1),
+            (9, -1),
+            (4, -1),
+            (-1, -1),
+            (-1, -1),
+            (-1, -1),
+            (8, 6),
+        ];
+        assert_eq!(got, want);
+        assert!(seen.0.iter().all(|(got, looked_up)| got == looked_up));
     }
 }
