@@ -15,6 +15,7 @@
 //! of several chunks is scanned by worker threads (see "Reading in parallel" below), with
 //! the same results and errors as one thread's read.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -27,7 +28,7 @@ use std::sync::Mutex;
 use crate::error::{panic_message, Error, Result};
 use crate::error::{FormatKind, Invalid};
 use crate::json::lexer::{Input, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
-use crate::json::object::{member, Duplicates};
+use crate::json::object::{for_each_member, member, Duplicates};
 use crate::json::scan::{self, Scanner};
 use crate::output::interrupt::POLL;
 use crate::read::members::Source;
@@ -73,6 +74,41 @@ pub(crate) struct Event<'a> {
     /// Where the value of `args` is in `raw` (see [`Event::args`]): [`ARGS_NONE`] or
     /// [`ARGS_UNKNOWN`] when not a span.
     pub(crate) args_span: (u32, u32),
+    /// [`Event::arg_texts`], once asked for.
+    pub(crate) arg_texts: OnceCell<ArgTexts<'a>>,
+}
+
+/// The members of an event's `args` that several visitors read (the last of each, as
+/// written), from one pass over `args` shared by the visitors of a read.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ArgTexts<'a> {
+    pub(crate) stream: Option<&'a [u8]>,
+    pub(crate) correlation: Option<&'a [u8]>,
+    pub(crate) external_id: Option<&'a [u8]>,
+    pub(crate) sequence: Option<&'a [u8]>,
+    pub(crate) device: Option<&'a [u8]>,
+    /// `args` is an object the scanner read to its end (else the members above are those
+    /// met before it gave up: none where `args` is missing or not an object).
+    pub(crate) whole: bool,
+}
+
+impl<'a> ArgTexts<'a> {
+    fn of(args: Option<&'a [u8]>) -> Self {
+        let mut out = ArgTexts::default();
+        let Some(args) = args else {
+            return out;
+        };
+        let read = for_each_member(args, |key, value| match key {
+            b"stream" => out.stream = Some(value),
+            b"correlation" => out.correlation = Some(value),
+            b"External id" => out.external_id = Some(value),
+            b"Sequence number" => out.sequence = Some(value),
+            b"device" => out.device = Some(value),
+            _ => {}
+        });
+        out.whole = read.is_some();
+        out
+    }
 }
 
 /// [`Event::args_span`] of an event the scanner read that has no `args`.
@@ -94,7 +130,7 @@ pub(crate) const SLOT_TS: usize = 5;
 pub(crate) const SLOT_DUR: usize = 6;
 pub(crate) const SLOT_ID: usize = 7;
 
-impl Event<'_> {
+impl<'a> Event<'a> {
     pub(crate) fn pid_text(&self) -> &[u8] {
         self.pid_key.get(1..).unwrap_or(b"")
     }
@@ -123,12 +159,19 @@ impl Event<'_> {
     /// gives it: found while the event was scanned, so that each visitor of a read (a `Tee`
     /// feeds two) does not search the event's text for it again.
     #[inline]
-    pub(crate) fn args(&self) -> Option<&[u8]> {
+    pub(crate) fn args(&self) -> Option<&'a [u8]> {
         match self.args_span {
             ARGS_UNKNOWN => member(self.raw, b"args", Duplicates::Last),
             ARGS_NONE => None,
             (start, end) => Some(&self.raw[start as usize..end as usize]),
         }
+    }
+
+    /// The members of [`Event::args`] in [`ArgTexts`]: read on the first call, kept for
+    /// the next (the other visitor of a `Tee`).
+    #[inline]
+    pub(crate) fn arg_texts(&self) -> &ArgTexts<'a> {
+        self.arg_texts.get_or_init(|| ArgTexts::of(self.args()))
     }
 }
 
@@ -667,6 +710,7 @@ fn make_event<'a>(
         index,
         values,
         args_span,
+        arg_texts: OnceCell::new(),
     })
 }
 

@@ -620,6 +620,7 @@ mod tests {
             index,
             values: [(0, 0); 8],
             args_span: crate::read::events::ARGS_NONE,
+            arg_texts: Default::default(),
         }
     }
 

@@ -301,24 +301,34 @@ fn shared_text(texts: &mut HashSet<Arc<str>>, value: &[u8]) -> Arc<str> {
     new
 }
 
-/// What the tree needs of an event's `args` (its value as written, [`Event::args`]).
-fn read_args(args: Option<&[u8]>, texts: Option<&mut HashSet<Arc<str>>>) -> ArgsRead {
+/// What the tree needs of an event's `args`, with `texts` an operator's argument texts
+/// too. A runtime call's or a GPU activity's from the texts the event's visitors share
+/// ([`Event::arg_texts`]: summary reads them too); an operator's in a pass of their own.
+fn read_args(ev: &Event<'_>, texts: Option<&mut HashSet<Arc<str>>>) -> ArgsRead {
+    let Some(texts) = texts else {
+        let a = ev.arg_texts();
+        return ArgsRead {
+            correlation: a.correlation.and_then(whole_number),
+            external_id: a.external_id.and_then(whole_number),
+            sequence: a.sequence.and_then(whole_number),
+            device: a.device.and_then(whole_number),
+            op: OpArgs::default(),
+        };
+    };
     let mut out = ArgsRead::default();
-    let with_op_args = texts.is_some();
-    let mut shared = texts;
-    let mut text = |value: &[u8]| shared.as_deref_mut().map(|t| shared_text(t, value));
-    let Some(args) = args else {
+    let Some(args) = ev.args() else {
         return out;
     };
+    let mut text = |value: &[u8]| Some(shared_text(texts, value));
     let _ = crate::json::object::for_each_member(args, |key, value| match key {
         b"correlation" => out.correlation = whole_number(value),
         b"External id" => out.external_id = whole_number(value),
         b"Sequence number" => out.sequence = whole_number(value),
         b"device" => out.device = whole_number(value),
-        b"Input Dims" if with_op_args => out.op.input_dims = text(value),
-        b"Input type" if with_op_args => out.op.input_type = text(value),
-        b"Concrete Inputs" if with_op_args => out.op.concrete_inputs = text(value),
-        b"Input Strides" if with_op_args => out.op.input_strides = text(value),
+        b"Input Dims" => out.op.input_dims = text(value),
+        b"Input type" => out.op.input_type = text(value),
+        b"Concrete Inputs" => out.op.concrete_inputs = text(value),
+        b"Input Strides" => out.op.input_strides = text(value),
         _ => {}
     });
     out
@@ -389,7 +399,7 @@ impl Collected {
     }
 
     fn op(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.args(), Some(&mut self.texts));
+        let args = read_args(ev, Some(&mut self.texts));
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         let set = self.args_id(args.op);
         self.ops.push(Op {
@@ -408,7 +418,7 @@ impl Collected {
     }
 
     fn runtime(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.args(), None);
+        let args = read_args(ev, None);
         if self.link_by_correlation.is_none() {
             let launch = String::from_utf8_lossy(ev.name).to_lowercase();
             if launch.contains("launch") {
@@ -432,7 +442,7 @@ impl Collected {
     }
 
     fn gpu_event(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.args(), None);
+        let args = read_args(ev, None);
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         let device = args
             .device

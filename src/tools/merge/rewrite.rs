@@ -415,6 +415,7 @@ impl Visitor for Rewriting<'_, '_> {
             flow_key: ev.flow_key,
             values: ev.values,
             args_span: ev.args_span,
+            arg_texts: ev.arg_texts.clone(),
             offset: ev.offset,
             index: ev.index,
         };

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::json::decimal::{ns_of, whole_number};
-use crate::json::object::for_each_member;
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_TS};
 use crate::read::ranks::distributed_rank;
 
@@ -71,22 +70,12 @@ fn int_arg(value: Option<&[u8]>) -> i64 {
     value.and_then(whole_number).unwrap_or(-1)
 }
 
-/// `args.stream` and `args.correlation` of an event (-1 when missing).
+/// `args.stream` and `args.correlation` of an event (-1 when missing; both when `args` is
+/// not an object the scanner reads whole).
 fn stream_and_correlation(ev: &Event<'_>) -> (i64, i64) {
-    let Some(args) = ev.args().filter(|a| a.first() == Some(&b'{')) else {
-        return (-1, -1);
-    };
-    // One pass for both, the last of each counting (as `member` finds them); nothing of
-    // an object the scanner cannot read.
-    let (mut stream, mut correlation) = (None, None);
-    let read = for_each_member(args, |key, value| match key {
-        b"stream" => stream = Some(value),
-        b"correlation" => correlation = Some(value),
-        _ => {}
-    });
-    match read {
-        Some(()) => (int_arg(stream), int_arg(correlation)),
-        None => (-1, -1),
+    match ev.arg_texts() {
+        a if a.whole => (int_arg(a.stream), int_arg(a.correlation)),
+        _ => (-1, -1),
     }
 }
 
