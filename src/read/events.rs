@@ -15,6 +15,7 @@
 //! of several chunks is scanned by worker threads (see "Reading in parallel" below), with
 //! the same results and errors as one thread's read.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -27,6 +28,7 @@ use std::sync::Mutex;
 use crate::error::{panic_message, Error, Result};
 use crate::error::{FormatKind, Invalid};
 use crate::json::lexer::{Input, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
+use crate::json::object::{for_each_member, member, Duplicates};
 use crate::json::scan::{self, Scanner};
 use crate::output::interrupt::POLL;
 use crate::read::members::Source;
@@ -69,7 +71,51 @@ pub(crate) struct Event<'a> {
     /// with its quotes): (start, end), empty when the field is missing or an object or an
     /// array. `merge` rewrites `pid`, `ts` and `id` there.
     pub(crate) values: ValueSpans,
+    /// Where the value of `args` is in `raw` (see [`Event::args`]): [`ARGS_NONE`] or
+    /// [`ARGS_UNKNOWN`] when not a span.
+    pub(crate) args_span: (u32, u32),
+    /// [`Event::arg_texts`], once asked for.
+    pub(crate) arg_texts: OnceCell<ArgTexts<'a>>,
 }
+
+/// The members of an event's `args` that several visitors read (the last of each, as
+/// written), from one pass over `args` shared by the visitors of a read.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ArgTexts<'a> {
+    pub(crate) stream: Option<&'a [u8]>,
+    pub(crate) correlation: Option<&'a [u8]>,
+    pub(crate) external_id: Option<&'a [u8]>,
+    pub(crate) sequence: Option<&'a [u8]>,
+    pub(crate) device: Option<&'a [u8]>,
+    /// `args` is an object the scanner read to its end (else the members above are those
+    /// met before it gave up: none where `args` is missing or not an object).
+    pub(crate) whole: bool,
+}
+
+impl<'a> ArgTexts<'a> {
+    fn of(args: Option<&'a [u8]>) -> Self {
+        let mut out = ArgTexts::default();
+        let Some(args) = args else {
+            return out;
+        };
+        let read = for_each_member(args, |key, value| match key {
+            b"stream" => out.stream = Some(value),
+            b"correlation" => out.correlation = Some(value),
+            b"External id" => out.external_id = Some(value),
+            b"Sequence number" => out.sequence = Some(value),
+            b"device" => out.device = Some(value),
+            _ => {}
+        });
+        out.whole = read.is_some();
+        out
+    }
+}
+
+/// [`Event::args_span`] of an event the scanner read that has no `args`.
+pub(crate) const ARGS_NONE: (u32, u32) = (0, 0);
+/// [`Event::args_span`] where the scanner did not look (the lexer read the event): `args`
+/// is looked up in the text when asked for.
+pub(crate) const ARGS_UNKNOWN: (u32, u32) = (u32::MAX, u32::MAX);
 
 /// Value extents of an event's fields, indexed as [`field_slot`] numbers them.
 pub(crate) type ValueSpans = [(u32, u32); 8];
@@ -84,7 +130,7 @@ pub(crate) const SLOT_TS: usize = 5;
 pub(crate) const SLOT_DUR: usize = 6;
 pub(crate) const SLOT_ID: usize = 7;
 
-impl Event<'_> {
+impl<'a> Event<'a> {
     pub(crate) fn pid_text(&self) -> &[u8] {
         self.pid_key.get(1..).unwrap_or(b"")
     }
@@ -107,6 +153,25 @@ impl Event<'_> {
     pub(crate) fn value_text(&self, slot: usize) -> Option<&[u8]> {
         let (start, end) = self.values[slot];
         (end > start).then(|| &self.raw[start as usize..end as usize])
+    }
+
+    /// The value of the event's last `args` as written, as `member(raw, b"args", Last)`
+    /// gives it: found while the event was scanned, so that each visitor of a read (a `Tee`
+    /// feeds two) does not search the event's text for it again.
+    #[inline]
+    pub(crate) fn args(&self) -> Option<&'a [u8]> {
+        match self.args_span {
+            ARGS_UNKNOWN => member(self.raw, b"args", Duplicates::Last),
+            ARGS_NONE => None,
+            (start, end) => Some(&self.raw[start as usize..end as usize]),
+        }
+    }
+
+    /// The members of [`Event::args`] in [`ArgTexts`]: read on the first call, kept for
+    /// the next (the other visitor of a `Tee`).
+    #[inline]
+    pub(crate) fn arg_texts(&self) -> &ArgTexts<'a> {
+        self.arg_texts.get_or_init(|| ArgTexts::of(self.args()))
     }
 }
 
@@ -500,11 +565,12 @@ fn fast_event<R: BufRead>(
     inp.ensure(scan::WINDOW)?;
     let at = (inp.offset(), inp.event.unwrap_or(0));
     let buf = &inp.buf[inp.pos..inp.len];
-    let Some((len, spans)) = scan_event(buf) else {
+    let Some((len, spans, args)) = scan_event(buf) else {
         return Ok(false);
     };
     let raw = &buf[..len];
-    let Ok(ev) = make_event(raw, texts(raw, &spans), value_spans(&spans), keys, at) else {
+    let values = (value_spans(&spans), args);
+    let Ok(ev) = make_event(raw, texts(raw, &spans), values, keys, at) else {
         return Ok(false);
     };
     v.event(&ev).map_err(|e| visitor_error(inp, at.0, e))?;
@@ -540,15 +606,16 @@ fn value_spans(spans: &FieldSpans) -> ValueSpans {
 /// Scans the event object at the start of `buf`: its length and fields, or `None` when the
 /// lexer must read it (see [`crate::json::scan`]).
 #[inline]
-fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
+fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans, (u32, u32))> {
     let mut spans: FieldSpans = [(Kind::Missing, 0, 0); 8];
+    let mut args = ARGS_NONE;
     if buf.first() != Some(&b'{') || buf.len() > u32::MAX as usize {
         return None;
     }
     let mut s = Scanner::new(buf);
     s.pos = 1;
     if s.ws()? == b'}' {
-        return Some((s.pos + 1, spans));
+        return Some((s.pos + 1, spans, args));
     }
     loop {
         let key = s.key()?;
@@ -576,9 +643,14 @@ fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
                 spans[slot] = (kind, start as u32, end as u32);
             }
         }
+        // The keys are plain (as written is as decoded): the last `args` is the one
+        // `member` finds.
+        if &buf[key.start..key.end] == b"args" {
+            args = (start as u32, s.pos as u32);
+        }
         match s.ws()? {
             b',' => s.pos += 1,
-            b'}' => return Some((s.pos + 1, spans)),
+            b'}' => return Some((s.pos + 1, spans, args)),
             _ => return None,
         }
     }
@@ -589,7 +661,7 @@ fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans)> {
 fn make_event<'a>(
     raw: &'a [u8],
     fields: FieldTexts<'a>,
-    values: ValueSpans,
+    (values, args_span): (ValueSpans, (u32, u32)),
     keys: &'a mut Keys,
     (offset, index): (u64, u64),
 ) -> std::result::Result<Event<'a>, NotAnEvent> {
@@ -637,6 +709,8 @@ fn make_event<'a>(
         offset,
         index,
         values,
+        args_span,
+        arg_texts: OnceCell::new(),
     })
 }
 
@@ -697,7 +771,7 @@ fn event<R: BufRead>(
         }
     }
     let raw = inp.end_capture()?;
-    match make_event(raw, fields, values, keys, (start, index)) {
+    match make_event(raw, fields, (values, ARGS_UNKNOWN), keys, (start, index)) {
         Ok(ev) => v.event(&ev).map_err(|e| visitor_error(inp, start, e)),
         Err(what) if v.lenient() => v.not_an_event(start, index, what).map_err(Stop::Fatal),
         Err(_) => Err(inp.fault_at(
@@ -864,6 +938,8 @@ struct Indexed {
     start: u32,
     len: u32,
     spans: FieldSpans,
+    /// See [`Event::args_span`].
+    args: (u32, u32),
 }
 
 /// How the scan of a chunk ended.
@@ -931,7 +1007,7 @@ fn tell_chunk(
         let (start, len) = (ev.start as usize, ev.len as usize);
         let raw = &chunk.text[start..start + len];
         let at = (chunk.start + ev.start as u64, *index);
-        let values = value_spans(&ev.spans);
+        let values = (value_spans(&ev.spans), ev.args);
         match make_event(raw, texts(raw, &ev.spans), values, keys, at) {
             Ok(e) => {
                 if let Err(e) = v.event(&e) {
@@ -952,14 +1028,15 @@ fn scan_chunk(text: &[u8], events: &mut Vec<Indexed>) -> ChunkEnd {
     let mut s = Scanner::new(text);
     loop {
         let start = s.pos;
-        let scanned = scan_event(&text[start..]).filter(|(_, spans)| spans[0].0 == Kind::Str);
-        let Some((len, spans)) = scanned else {
+        let scanned = scan_event(&text[start..]).filter(|(_, spans, _)| spans[0].0 == Kind::Str);
+        let Some((len, spans, args)) = scanned else {
             return ChunkEnd::Unsure(start);
         };
         events.push(Indexed {
             start: start as u32,
             len: len as u32,
             spans,
+            args,
         });
         s.pos = start + len;
         match s.ws() {
@@ -1256,7 +1333,7 @@ mod tests {
                 .collect();
             writeln!(
                 self.0,
-                "event {} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                "event {} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
                 ev.offset,
                 ev.index,
                 String::from_utf8_lossy(ev.raw),
@@ -1268,6 +1345,7 @@ mod tests {
                 ev.ts,
                 ev.dur,
                 ev.flow_key,
+                ev.args().map(String::from_utf8_lossy),
                 values
             )
             .unwrap();
@@ -1520,6 +1598,69 @@ mod tests {
             "{}",
             lines[2]
         );
+    }
+
+    /// Per event: whether the scanner read it, `args` as the event gives it, and as
+    /// `member` finds it in the event's text.
+    #[derive(Default)]
+    struct ArgsSeen(Vec<(bool, Option<String>, Option<String>)>);
+
+    impl Visitor for ArgsSeen {
+        fn header(&mut self, _: &[u8], _: &[u8], _: bool) -> Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+            let text = |t: Option<&[u8]>| t.map(|t| String::from_utf8_lossy(t).into_owned());
+            self.0.push((
+                ev.args_span != ARGS_UNKNOWN,
+                text(ev.args()),
+                text(member(ev.raw, b"args", Duplicates::Last)),
+            ));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn args_is_what_member_finds_in_the_text() {
+        let text = concat!(
+            "{\"traceEvents\": [\n",
+            "{\"ph\":\"X\",\"args\":{\"a\":[1,{\"b\":\"}\"}]},\"ts\":1},\n",
+            "{\"ph\":\"X\", \"args\" : {\"a\":1} ,\"args\":\"last\"},\n",
+            "{\"ph\":\"X\",\"args\":7,\"tid\":1},\n",
+            "{\"ph\":\"X\",\"tid\":1},\n",
+            "{\"ph\":\"X\",\"args\":{}},\n",
+            // Read by the lexer (an escaped key): looked up in the text.
+            "{\"p\\u0068\":\"X\",\"args\":{\"c\":2},\"args\":{\"c\":3}}\n",
+            "]}"
+        );
+        let dir = scratch("events-args");
+        let path = dir.join("t.json");
+        std::fs::write(&path, text).unwrap();
+        for options in [
+            sequential(),
+            ReadOptions {
+                threads: 2,
+                chunk: 64,
+            },
+        ] {
+            let mut seen = ArgsSeen::default();
+            read_trace_with(&path, &mut seen, &mut |_| Ok(()), options).unwrap();
+            let args: Vec<Option<&str>> = seen.0.iter().map(|s| s.1.as_deref()).collect();
+            let want = [
+                Some("{\"a\":[1,{\"b\":\"}\"}]}"),
+                Some("\"last\""),
+                Some("7"),
+                None,
+                Some("{}"),
+                Some("{\"c\":3}"),
+            ];
+            assert_eq!(args, want);
+            let scanned: Vec<bool> = seen.0.iter().map(|s| s.0).collect();
+            assert_eq!(scanned, [true, true, true, true, true, false]);
+            for (_, args, found) in &seen.0 {
+                assert_eq!(args, found);
+            }
+        }
     }
 
     /// The events of `torch_like(n)` as the JSON Array Format: `[`, the events, then `tail`.

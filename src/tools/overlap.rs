@@ -619,6 +619,8 @@ mod tests {
             offset: index,
             index,
             values: [(0, 0); 8],
+            args_span: crate::read::events::ARGS_NONE,
+            arg_texts: Default::default(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! argument texts and argument sets numbered once each.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::error::Result;
@@ -234,6 +235,52 @@ pub(crate) fn devices_of(raw: &[u8]) -> Vec<Device> {
         .collect()
 }
 
+/// The hasher of the read's lookups (names, threads, argument texts and sets): FxHash's
+/// rotate-xor-multiply over 8-byte words. SipHash's guard against chosen keys is worth
+/// nothing here, and hashing each event's name and texts with it was ~5% of `diff`'s CPU
+/// time; nothing iterates these maps, so their order reaches no output.
+#[derive(Default, Clone, Copy)]
+struct FastHasher(u64);
+
+impl FastHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FastHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.add(u64::from_le_bytes(w.try_into().unwrap_or_default()));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type Fast = BuildHasherDefault<FastHasher>;
+
 /// Host categories that make up the call tree.
 const OP_CATS: [&str; 1] = ["cpu_op"];
 const RUNTIME_CATS: [&str; 2] = ["cuda_runtime", "cuda_driver"];
@@ -248,8 +295,8 @@ const GRAPH_LAUNCHES: [&str; 2] = ["cudaGraphLaunch", "hipGraphLaunch"];
 #[derive(Default)]
 pub(crate) struct Collected {
     pub(crate) names: Vec<Box<str>>,
-    name_ids: HashMap<Box<[u8]>, u32>,
-    thread_ids: HashMap<Box<[u8]>, u32>,
+    name_ids: HashMap<Box<[u8]>, u32, Fast>,
+    thread_ids: HashMap<Box<[u8]>, u32, Fast>,
     /// The CPU operators, in file order.
     pub(crate) ops: Vec<Op>,
     pub(crate) runtime: Vec<Runtime>,
@@ -270,10 +317,10 @@ pub(crate) struct Collected {
     /// The distinct `args.device` values of the GPU activities.
     pub(crate) device_ids: Vec<i64>,
     /// The operators' argument texts met so far (see [`OpArgs`]).
-    texts: HashSet<Arc<str>>,
+    texts: HashSet<Arc<str>, Fast>,
     /// The distinct argument sets, and each one's index by its key.
     pub(crate) args: Vec<OpArgs>,
-    arg_ids: HashMap<[usize; 4], u32>,
+    arg_ids: HashMap<[usize; 4], u32, Fast>,
 }
 
 /// Integer members of `args` the tree needs, and the operator arguments.
@@ -291,7 +338,7 @@ fn text_of(value: &[u8]) -> Box<str> {
 }
 
 /// The text of `value`, shared with an equal one already met.
-fn shared_text(texts: &mut HashSet<Arc<str>>, value: &[u8]) -> Arc<str> {
+fn shared_text(texts: &mut HashSet<Arc<str>, Fast>, value: &[u8]) -> Arc<str> {
     let text = String::from_utf8_lossy(value);
     if let Some(known) = texts.get(text.as_ref()) {
         return Arc::clone(known);
@@ -301,23 +348,34 @@ fn shared_text(texts: &mut HashSet<Arc<str>>, value: &[u8]) -> Arc<str> {
     new
 }
 
-fn read_args(raw: &[u8], texts: Option<&mut HashSet<Arc<str>>>) -> ArgsRead {
+/// What the tree needs of an event's `args`, with `texts` an operator's argument texts
+/// too. A runtime call's or a GPU activity's from the texts the event's visitors share
+/// ([`Event::arg_texts`]: summary reads them too); an operator's in a pass of their own.
+fn read_args(ev: &Event<'_>, texts: Option<&mut HashSet<Arc<str>, Fast>>) -> ArgsRead {
+    let Some(texts) = texts else {
+        let a = ev.arg_texts();
+        return ArgsRead {
+            correlation: a.correlation.and_then(whole_number),
+            external_id: a.external_id.and_then(whole_number),
+            sequence: a.sequence.and_then(whole_number),
+            device: a.device.and_then(whole_number),
+            op: OpArgs::default(),
+        };
+    };
     let mut out = ArgsRead::default();
-    let with_op_args = texts.is_some();
-    let mut shared = texts;
-    let mut text = |value: &[u8]| shared.as_deref_mut().map(|t| shared_text(t, value));
-    let Some(args) = member(raw, b"args", Duplicates::Last) else {
+    let Some(args) = ev.args() else {
         return out;
     };
+    let mut text = |value: &[u8]| Some(shared_text(texts, value));
     let _ = crate::json::object::for_each_member(args, |key, value| match key {
         b"correlation" => out.correlation = whole_number(value),
         b"External id" => out.external_id = whole_number(value),
         b"Sequence number" => out.sequence = whole_number(value),
         b"device" => out.device = whole_number(value),
-        b"Input Dims" if with_op_args => out.op.input_dims = text(value),
-        b"Input type" if with_op_args => out.op.input_type = text(value),
-        b"Concrete Inputs" if with_op_args => out.op.concrete_inputs = text(value),
-        b"Input Strides" if with_op_args => out.op.input_strides = text(value),
+        b"Input Dims" => out.op.input_dims = text(value),
+        b"Input type" => out.op.input_type = text(value),
+        b"Concrete Inputs" => out.op.concrete_inputs = text(value),
+        b"Input Strides" => out.op.input_strides = text(value),
         _ => {}
     });
     out
@@ -356,10 +414,10 @@ impl Collected {
 
     /// Drops what only the read needs (the lookups of names, threads and texts).
     pub(crate) fn drop_lookups(&mut self) {
-        self.name_ids = HashMap::new();
-        self.thread_ids = HashMap::new();
-        self.texts = HashSet::new();
-        self.arg_ids = HashMap::new();
+        self.name_ids = HashMap::default();
+        self.thread_ids = HashMap::default();
+        self.texts = HashSet::default();
+        self.arg_ids = HashMap::default();
     }
 
     fn args_id(&mut self, args: OpArgs) -> u32 {
@@ -388,7 +446,7 @@ impl Collected {
     }
 
     fn op(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.raw, Some(&mut self.texts));
+        let args = read_args(ev, Some(&mut self.texts));
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         let set = self.args_id(args.op);
         self.ops.push(Op {
@@ -407,7 +465,7 @@ impl Collected {
     }
 
     fn runtime(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.raw, None);
+        let args = read_args(ev, None);
         if self.link_by_correlation.is_none() {
             let launch = String::from_utf8_lossy(ev.name).to_lowercase();
             if launch.contains("launch") {
@@ -431,7 +489,7 @@ impl Collected {
     }
 
     fn gpu_event(&mut self, ev: &Event<'_>, start: i64, end: i64) {
-        let args = read_args(ev.raw, None);
+        let args = read_args(ev, None);
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         let device = args
             .device

@@ -414,6 +414,8 @@ impl Visitor for Rewriting<'_, '_> {
             dur: ev.dur,
             flow_key: ev.flow_key,
             values: ev.values,
+            args_span: ev.args_span,
+            arg_texts: ev.arg_texts.clone(),
             offset: ev.offset,
             index: ev.index,
         };

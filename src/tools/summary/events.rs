@@ -12,7 +12,6 @@ use std::collections::HashMap;
 
 use crate::error::Result;
 use crate::json::decimal::{ns_of, whole_number};
-use crate::json::object::{member, Duplicates};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_TS};
 use crate::read::ranks::distributed_rank;
 
@@ -71,13 +70,11 @@ fn int_arg(value: Option<&[u8]>) -> i64 {
     value.and_then(whole_number).unwrap_or(-1)
 }
 
-/// `args.stream` and `args.correlation` of an event (-1 when missing).
-fn stream_and_correlation(raw: &[u8]) -> (i64, i64) {
-    match member(raw, b"args", Duplicates::Last) {
-        Some(args) if args.first() == Some(&b'{') => (
-            int_arg(member(args, b"stream", Duplicates::Last)),
-            int_arg(member(args, b"correlation", Duplicates::Last)),
-        ),
+/// `args.stream` and `args.correlation` of an event (-1 when missing; both when `args` is
+/// not an object the scanner reads whole).
+fn stream_and_correlation(ev: &Event<'_>) -> (i64, i64) {
+    match ev.arg_texts() {
+        a if a.whole => (int_arg(a.stream), int_arg(a.correlation)),
         _ => (-1, -1),
     }
 }
@@ -179,7 +176,7 @@ impl Collected {
             ) else {
                 return;
             };
-            let (stream, correlation) = stream_and_correlation(ev.raw);
+            let (stream, correlation) = stream_and_correlation(ev);
             let kind = if cat.contains("mem") || cat.contains("Mem") || is_memory_name(ev.name) {
                 Kind::Memory
             } else if is_communication(ev.name) {
@@ -197,7 +194,7 @@ impl Collected {
                 kind,
             });
         } else if RUNTIME_CATS.contains(&cat) {
-            let (_, correlation) = stream_and_correlation(ev.raw);
+            let (_, correlation) = stream_and_correlation(ev);
             if correlation != -1 {
                 if let Some(start) = ns_of(ev.value_text(SLOT_TS)) {
                     self.launches.entry(correlation).or_insert(start);
@@ -232,7 +229,7 @@ impl Collected {
         if cat == "Trace" {
             return;
         }
-        let (stream, correlation) = stream_and_correlation(ev.raw);
+        let (stream, correlation) = stream_and_correlation(ev);
         let name = self.names.id(ev.name);
         self.hta_rows.push(HtaRow {
             index: ev.index,
@@ -296,5 +293,62 @@ impl Visitor for Collected {
             Rules::Hta => self.hta_event(ev),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::object::{member, Duplicates};
+    use crate::read::events::{read_trace_with, ReadOptions};
+
+    /// Per event (stream, correlation) as read, and as two lookups of the text find them.
+    struct Seen(Vec<((i64, i64), (i64, i64))>);
+
+    impl Visitor for Seen {
+        fn header(&mut self, _: &[u8], _: &[u8], _: bool) -> Result<()> {
+            Ok(())
+        }
+        fn event(&mut self, ev: &Event<'_>) -> Result<()> {
+            let looked_up = match member(ev.raw, b"args", Duplicates::Last) {
+                Some(args) if args.first() == Some(&b'{') => (
+                    int_arg(member(args, b"stream", Duplicates::Last)),
+                    int_arg(member(args, b"correlation", Duplicates::Last)),
+                ),
+                _ => (-1, -1),
+            };
+            self.0.push((stream_and_correlation(ev), looked_up));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn stream_and_correlation_are_the_last_of_each() {
+        let text = r#"{"traceEvents": [
+ {"ph": "X", "args": {"stream": 7, "correlation": 1}},
+ {"ph": "X", "args": {"stream": 7, "x": [{"stream": 2}], "stream": 9, "correlation": 1.5}},
+ {"ph": "X", "args": {"correlation": 3}, "args": {"stream": 4}},
+ {"ph": "X", "args": "stream"},
+ {"ph": "X", "args": {}},
+ {"ph": "X"},
+ {"p\u0068": "X", "args": {"stream": 5, "correlation": 6, "stream": 8}}
+]}"#;
+        let dir = crate::testing::scratch("summary-args");
+        let path = dir.join("t.json");
+        std::fs::write(&path, text).unwrap();
+        let mut seen = Seen(Vec::new());
+        read_trace_with(&path, &mut seen, &mut |_| Ok(()), ReadOptions::default()).unwrap();
+        let got: Vec<(i64, i64)> = seen.0.iter().map(|s| s.0).collect();
+        let want = [
+            (7, 1),
+            (9, -1),
+            (4, -1),
+            (-1, -1),
+            (-1, -1),
+            (-1, -1),
+            (8, 6),
+        ];
+        assert_eq!(got, want);
+        assert!(seen.0.iter().all(|(got, looked_up)| got == looked_up));
     }
 }
