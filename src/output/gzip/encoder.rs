@@ -803,8 +803,11 @@ mod tests {
                 fail_flush: false,
             };
             let mut enc = ParallelGzEncoder::with_block_size(inner, 1, 1, SMALL_BLOCK).unwrap();
-            enc.write_all(&data[..2 * SMALL_BLOCK]).unwrap();
-            let e = enc.flush().unwrap_err();
+            // The writer may fail (and the pool stop) before the second block is taken.
+            let e = enc
+                .write_all(&data[..2 * SMALL_BLOCK])
+                .and_then(|()| enc.flush())
+                .unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
             let e = enc.wait_for_room(Duration::from_secs(5)).unwrap_err();
             assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
@@ -898,11 +901,10 @@ mod tests {
                 fail_flush: false,
             };
             let mut enc = ParallelGzEncoder::with_block_size(inner, 1, 1, SMALL_BLOCK).unwrap();
-            enc.write_all(&data).unwrap();
             // The first block goes to the writer while the second is filled: on a busy
-            // machine the writer may have failed before the flush starts, and then the
-            // flush's start reports the error instead of its wait.
-            let e = match enc.start_flush() {
+            // machine the writer may have failed before the second block is taken or the
+            // flush starts, and then that call reports the error instead of the wait.
+            let e = match enc.write_all(&data).and_then(|()| enc.start_flush()) {
                 Err(e) => e,
                 Ok(()) => loop {
                     match enc.wait_flushed(Duration::from_millis(5)) {
