@@ -22,12 +22,7 @@ from kinetrace._env import available_cpus, require_in_range
 from kinetrace._tools.diff_hta import HtaDiff, Pick, diff_hta
 from kinetrace._tools.diff_names import family, pair_renames
 from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_runs
-from kinetrace._tools.diff_stats import (
-    bootstrap_change_ci,
-    bootstrap_runs_change_ci,
-    mann_whitney,
-    median,
-)
+from kinetrace._tools.diff_stats import bootstrap_runs_change_ci, mann_whitney, median
 from kinetrace._tools.sources import TRACE_SUFFIXES, trace_files
 from kinetrace._tools.summary import RankSummary, Summary
 
@@ -202,16 +197,13 @@ def compare_runs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]]
         )
     mb, mn = median(base_steps), median(new_steps)
     change = 100 * (mn - mb) / mb if mb else 0.0
-    base_runs = [list(run) for run in base if run]
-    new_runs = [list(run) for run in new if run]
-    if len(base_runs) == len(new_runs) == 1:
-        lo, hi = bootstrap_change_ci(
-            base_steps, new_steps, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED
-        )
-    else:
-        lo, hi = bootstrap_runs_change_ci(
-            base_runs, new_runs, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED
-        )
+    lo, hi = bootstrap_runs_change_ci(
+        [run for run in base if run],
+        [run for run in new if run],
+        resamples=RESAMPLES,
+        confidence=CONFIDENCE,
+        seed=SEED,
+    )
     test = mann_whitney(new_steps, base_steps)
     significant = test.p_value < ALPHA and (lo > 0 or hi < 0)
     verdict = "~" if not significant else ("slower" if change > 0 else "faster")

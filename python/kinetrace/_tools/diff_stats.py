@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -134,15 +134,10 @@ def bootstrap_change_ci(
     base then new each time), the change of each pair's medians, its
     ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` percentiles. A resample's median
     is drawn directly (:func:`_resampled_median`), so a side of 5000 steps costs what one
-    of 5 does."""
-    rng = random.Random(seed)
-    sorted_base, sorted_new = sorted(base), sorted(new)
-    changes = []
-    for _ in range(resamples):
-        b = _resampled_median(rng, sorted_base)
-        n = _resampled_median(rng, sorted_new)
-        changes.append(_change_pct(b, n))
-    return _interval(changes, confidence)
+    of 5 does. Each side one run of :func:`bootstrap_runs_change_ci`."""
+    return bootstrap_runs_change_ci(
+        [base], [new], resamples=resamples, confidence=confidence, seed=seed
+    )
 
 
 def _resampled_median(rng: random.Random, sorted_values: Sequence[float]) -> float:
@@ -159,13 +154,6 @@ def _resampled_median(rng: random.Random, sorted_values: Sequence[float]) -> flo
     return (low + sorted_values[min(int(v * n), n - 1)]) / 2
 
 
-def _interval(changes: list[float], confidence: float) -> tuple[float, float]:
-    """The percentile interval of the resampled changes."""
-    changes.sort()
-    tail = (1 - confidence) / 2 * 100
-    return percentile(changes, tail), percentile(changes, 100 - tail)
-
-
 def _resample_runs(rng: random.Random, runs: Sequence[Sequence[float]]) -> list[float]:
     """As many runs as ``runs`` drawn with replacement, each drawn run's steps resampled
     with replacement, pooled."""
@@ -173,6 +161,15 @@ def _resample_runs(rng: random.Random, runs: Sequence[Sequence[float]]) -> list[
     for run in rng.choices(runs, k=len(runs)):
         out += rng.choices(run, k=len(run))
     return out
+
+
+def _median_drawer(runs: Sequence[Sequence[float]]) -> Callable[[random.Random], float]:
+    """Draws the median of one resample of a side: of its one run's steps in O(1), or of
+    its runs drawn with replacement and then their steps."""
+    if len(runs) == 1:
+        steps = sorted(runs[0])
+        return lambda rng: _resampled_median(rng, steps)
+    return lambda rng: median(_resample_runs(rng, runs))
 
 
 def bootstrap_runs_change_ci(
@@ -191,10 +188,8 @@ def bootstrap_runs_change_ci(
     samples of one run."""
     if not base or not new or any(not run for run in (*base, *new)):
         raise ValueError("every side needs runs, and every run a step")
+    draw_base, draw_new = _median_drawer(base), _median_drawer(new)
     rng = random.Random(seed)
-    changes = []
-    for _ in range(resamples):
-        b = median(_resample_runs(rng, base))
-        n = median(_resample_runs(rng, new))
-        changes.append(_change_pct(b, n))
-    return _interval(changes, confidence)
+    changes = sorted(_change_pct(draw_base(rng), draw_new(rng)) for _ in range(resamples))
+    tail = (1 - confidence) / 2 * 100
+    return percentile(changes, tail), percentile(changes, 100 - tail)
