@@ -44,7 +44,8 @@
 //!   `read::intervals` (unions of
 //!   intervals, ns or float µs: summary's figures and attribution's busy time),
 //!   `read::attribution` (the GPU work each CPU operator owns:
-//!   `read::attribution::{collect, tree, groups, tests}`, for `ops` and `diff`).
+//!   `read::attribution::{collect, tree, groups, tests}`, for `ops` and `diff`),
+//!   `read::hash` (the one fast hasher of lookups by trace text or number).
 //! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast
 //!   path over text in memory), `json::tolerant` (the tolerant reader of `repair`),
 //!   `json::render` (numbers and strings), `json::object` (members of an object's text),

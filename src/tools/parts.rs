@@ -5,13 +5,13 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, FormatKind, Result};
 use crate::json::render::{push_int, push_json_string, push_micros};
 use crate::output::sink::{Encoding, Sink};
+use crate::read::hash::Fast;
 
 /// Most cells of the split's time histogram.
 pub(crate) const MAX_CELLS: usize = 1 << 18;
@@ -125,33 +125,8 @@ impl Write for SinkWrite {
 /// Bytes of events over time, in cells of `1 << shift` ns.
 #[derive(Default)]
 pub(crate) struct Histogram {
-    pub(crate) cells: HashMap<i64, u64, BuildHasherDefault<CellHasher>>,
+    pub(crate) cells: HashMap<i64, u64, Fast>,
     pub(crate) shift: u32,
-}
-
-/// Hashes a histogram cell (an `i64`) with one multiplication: the keys are not chosen by
-/// anyone who could gain from collisions, and SipHash cost as much as the rest of the
-/// first pass's bookkeeping.
-#[derive(Default)]
-pub(crate) struct CellHasher(u64);
-
-impl Hasher for CellHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_i64(&mut self, n: i64) {
-        // The high bits of the product mix every bit of the key; hashbrown uses the top 7
-        // bits and the low bits, so fold them together.
-        let product = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = product ^ (product >> 32);
-    }
 }
 
 impl Histogram {

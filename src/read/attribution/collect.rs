@@ -5,13 +5,13 @@
 //! argument texts and argument sets numbered once each.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::json::decimal::{ns_of, whole_number};
 use crate::json::object::{member, string_body, unescaped, Duplicates};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_ID, SLOT_TS};
+use crate::read::hash::Fast;
 use crate::read::ranks::distributed_rank;
 
 /// The arguments of a CPU operator the operator tools read, as written (JSON text), each
@@ -234,52 +234,6 @@ pub(crate) fn devices_of(raw: &[u8]) -> Vec<Device> {
         })
         .collect()
 }
-
-/// The hasher of the read's lookups (names, threads, argument texts and sets): FxHash's
-/// rotate-xor-multiply over 8-byte words. SipHash's guard against chosen keys is worth
-/// nothing here, and hashing each event's name and texts with it was ~5% of `diff`'s CPU
-/// time; nothing iterates these maps, so their order reaches no output.
-#[derive(Default, Clone, Copy)]
-struct FastHasher(u64);
-
-impl FastHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for FastHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            self.add(u64::from_le_bytes(w.try_into().unwrap_or_default()));
-        }
-        let rest = words.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last));
-        }
-    }
-
-    #[inline]
-    fn write_u8(&mut self, n: u8) {
-        self.add(u64::from(n));
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type Fast = BuildHasherDefault<FastHasher>;
 
 /// Host categories that make up the call tree.
 const OP_CATS: [&str; 1] = ["cpu_op"];
