@@ -142,13 +142,14 @@ EXTRA = {"parquet": (48 + 128) * MiB}
 MEASURED_MIB = {
     "check": 65,
     "compress": 8,
-    # 560 MiB at 1.05 GB (2026-12-03, 2 cores busy): two files of the size read at once,
-    # each pass filling summary's records (165 MiB a file alone) and the attribution
-    # (~170 B per GPU activity, 1.33M with the operators and their runtime calls:
-    # fixed-size records, the runtime calls freed once launches are resolved): ~1.7x two
-    # summaries'. 341 MiB for one path named on both sides (read once); 583 MiB for one
-    # file's attribution alone before it was made lean.
-    "diff": 560,
+    # 447 MiB at 1.05 GB (2026-12-03, load ~1): two files of the size read at once, each
+    # pass filling summary's records (~73 MB) and the attribution's kept for the groups
+    # (~144 MB: 48-byte operators and runtime calls, 24-byte GPU activities and their
+    # links, flow ends), the groups built (the attribution freed) before the summary's
+    # figures. 560 MiB when the attribution kept ops' float times and sequence numbers too
+    # and was held through the figures; 583 MiB for one file's attribution alone before
+    # its records were made fixed-size.
+    "diff": 447,
     "filter": 3,
     "filter-cutting-flows": 192,  # past the general bound: see GROWING
     "merge": 8,

@@ -45,8 +45,9 @@ impl OpArgs {
 /// "None" of the u32 indices below (a trace has fewer than 2^32 - 1 of each).
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// One CPU operator: as read, then (`tree::build`) placed in the call tree. 64 bytes; the
-/// optional indices are [`NONE`] where absent (read them through the methods).
+/// One CPU operator: as read, then (`tree::build`) placed in the call tree. 48 bytes; the
+/// parent is [`NONE`] where absent (read it through the method). Its `Sequence number`, which
+/// only the backward links need, is kept apart ([`Collected::sequences`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Op {
     /// Index of the event in `traceEvents`.
@@ -57,15 +58,12 @@ pub(crate) struct Op {
     /// Its own CPU time (ns): its duration less that of the operators nested in it (on its
     /// thread, each clipped to it).
     pub(crate) self_ns: i64,
-    sequence: i64,
     /// Index into the names.
     pub(crate) name: u32,
     pub(crate) thread: u32,
     /// Index of its argument set (`Attribution::args`).
     pub(crate) args: u32,
     parent: u32,
-    forward: u32,
-    has_sequence: bool,
 }
 
 impl Op {
@@ -76,19 +74,6 @@ impl Op {
 
     pub(crate) fn set_parent(&mut self, parent: u32) {
         self.parent = parent;
-    }
-
-    /// For a backward frame: its forward operator.
-    pub(crate) fn forward(&self) -> Option<u32> {
-        (self.forward != NONE).then_some(self.forward)
-    }
-
-    pub(crate) fn set_forward(&mut self, forward: u32) {
-        self.forward = forward;
-    }
-
-    pub(crate) fn sequence(&self) -> Option<i64> {
-        self.has_sequence.then_some(self.sequence)
     }
 }
 
@@ -139,21 +124,38 @@ impl Runtime {
     }
 }
 
-/// One GPU activity (kernel, memcpy, memset): what the operator tools read of it (48
-/// bytes). What links it to its launch is apart ([`GpuLink`]), dropped once linked.
+/// One GPU activity (kernel, memcpy, memset): its exact times and name (24 bytes). What
+/// links it to its launch is apart ([`GpuLink`]), dropped once linked; so is what only
+/// `ops`' rows read of it ([`GpuDetail`]), kept only when asked for ([`Keep::Rows`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GpuEvent {
-    pub(crate) uid: u64,
     /// Exact times in ns.
     pub(crate) start: i64,
     pub(crate) end: i64,
-    /// `ts` and `dur` in µs as floats (how float-based tools such as TraceLens see them).
-    pub(crate) ts_us: f64,
-    pub(crate) dur_us: f64,
     /// Index into the names (shared with the operators').
     pub(crate) name: u32,
     /// `args.device`, an index into `Attribution::device_ids` ([`NONE`]: none).
     pub(crate) device: u32,
+}
+
+/// What `ops`' rows read of a GPU activity beyond [`GpuEvent`] (24 bytes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GpuDetail {
+    /// Index of the event in `traceEvents`.
+    pub(crate) uid: u64,
+    /// `ts` and `dur` in µs as floats (how float-based tools such as TraceLens see them).
+    pub(crate) ts_us: f64,
+    pub(crate) dur_us: f64,
+}
+
+/// What a pass keeps beyond the call tree and each activity's exact times: `Rows` what
+/// `ops`' rows read (each activity's uid and float times, each operator's `Sequence
+/// number` for the backward links); `Groups` nothing more (`diff`'s operator groups read
+/// neither): 24 bytes less per GPU activity and 16 per operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    Rows,
+    Groups,
 }
 
 /// What links a GPU activity to its launch: its thread and link values (24 bytes).
@@ -246,8 +248,8 @@ const GRAPH_LAUNCHES: [&str; 2] = ["cudaGraphLaunch", "hipGraphLaunch"];
 
 /// Everything one pass keeps: per event a fixed-size record in one of a few flat lists,
 /// names and argument texts once each.
-#[derive(Default)]
 pub(crate) struct Collected {
+    pub(crate) keep: Keep,
     pub(crate) names: Vec<Box<str>>,
     name_ids: HashMap<Box<[u8]>, u32, Fast>,
     thread_ids: HashMap<Box<[u8]>, u32, Fast>,
@@ -257,6 +259,11 @@ pub(crate) struct Collected {
     pub(crate) gpu: Vec<GpuEvent>,
     /// Beside `gpu`, one each.
     pub(crate) gpu_links: Vec<GpuLink>,
+    /// Beside `gpu`, one each under [`Keep::Rows`]; empty under [`Keep::Groups`].
+    pub(crate) gpu_details: Vec<GpuDetail>,
+    /// (operator, `Sequence number`) of the operators that have one, in order, under
+    /// [`Keep::Rows`]; empty under [`Keep::Groups`].
+    pub(crate) sequences: Vec<(u32, i64)>,
     /// Flow `id`s of `ac2g` starts.
     pub(crate) flow_starts: Vec<i64>,
     /// (flow `id`, thread) of `ac2g` ends, in file order (the last end of an `id` counts).
@@ -347,6 +354,30 @@ fn small_index(values: &mut Vec<i64>, value: i64) -> u32 {
 }
 
 impl Collected {
+    pub(crate) fn new(keep: Keep) -> Collected {
+        Collected {
+            keep,
+            names: Vec::new(),
+            name_ids: HashMap::default(),
+            thread_ids: HashMap::default(),
+            ops: Vec::new(),
+            runtime: Vec::new(),
+            gpu: Vec::new(),
+            gpu_links: Vec::new(),
+            gpu_details: Vec::new(),
+            sequences: Vec::new(),
+            flow_starts: Vec::new(),
+            flow_ends: Vec::new(),
+            link_by_correlation: None,
+            devices: Vec::new(),
+            distributed_rank: None,
+            device_ids: Vec::new(),
+            texts: HashSet::default(),
+            args: Vec::new(),
+            arg_ids: HashMap::default(),
+        }
+    }
+
     fn name_id(&mut self, name: &[u8]) -> u32 {
         if let Some(&id) = self.name_ids.get(name) {
             return id;
@@ -403,18 +434,18 @@ impl Collected {
         let args = read_args(ev, Some(&mut self.texts));
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         let set = self.args_id(args.op);
+        if let (Keep::Rows, Some(sequence)) = (self.keep, args.sequence) {
+            self.sequences.push((self.ops.len() as u32, sequence));
+        }
         self.ops.push(Op {
             uid: ev.index,
             start,
             end,
             self_ns: end - start,
-            sequence: args.sequence.unwrap_or(0),
             name,
             thread,
             args: set,
             parent: NONE,
-            forward: NONE,
-            has_sequence: args.sequence.is_some(),
         });
     }
 
@@ -449,14 +480,18 @@ impl Collected {
             .device
             .map_or(NONE, |d| small_index(&mut self.device_ids, d));
         self.gpu.push(GpuEvent {
-            uid: ev.index,
             start,
             end,
-            ts_us: ev.ts.unwrap_or(0.0),
-            dur_us: ev.dur.unwrap_or(0.0),
             name,
             device,
         });
+        if self.keep == Keep::Rows {
+            self.gpu_details.push(GpuDetail {
+                uid: ev.index,
+                ts_us: ev.ts.unwrap_or(0.0),
+                dur_us: ev.dur.unwrap_or(0.0),
+            });
+        }
         let (correlation, external_id, flags) = pack(args.correlation, args.external_id);
         self.gpu_links.push(GpuLink {
             correlation,

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{tree, Attribution, Collected};
+use super::{tree, Attribution, Collected, Keep};
 use crate::error::Result;
 use crate::read::events::Visitor;
 
@@ -76,7 +76,7 @@ pub(crate) fn groups(a: &Attribution) -> Vec<Group> {
 pub(crate) fn grouped<T>(
     scan: impl FnOnce(&mut dyn Visitor) -> Result<T>,
 ) -> Result<(T, Vec<Group>)> {
-    let mut collected = Collected::default();
+    let mut collected = Collected::new(Keep::Groups);
     let read = scan(&mut collected)?;
     Ok((read, groups(&tree::build(collected))))
 }

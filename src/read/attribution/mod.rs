@@ -26,8 +26,8 @@ use std::path::Path;
 use crate::error::Result;
 use crate::read::events::{read_trace_with, ReadOptions};
 
-pub(crate) use collect::Collected;
-pub(crate) use collect::{Device, GpuEvent, Op, OpArgs};
+pub(crate) use collect::{Collected, Keep};
+pub(crate) use collect::{Device, GpuDetail, GpuEvent, Op, OpArgs};
 
 /// Lists of indices, one per operator, in one allocation (offsets into `items`).
 pub(crate) struct Flat {
@@ -79,6 +79,8 @@ pub(crate) struct Attribution {
     backward: Flat,
     /// In file order.
     pub(crate) gpu: Vec<GpuEvent>,
+    /// Beside `gpu`, one each, where the pass kept them ([`Keep::Rows`]); else empty.
+    pub(crate) gpu_details: Vec<GpuDetail>,
     /// The `args.device` values [`GpuEvent::device`] indexes.
     device_ids: Vec<i64>,
     /// The trace's `deviceProperties` (empty where it has none).
@@ -152,14 +154,15 @@ impl Attribution {
     }
 }
 
-/// Reads the trace at `path` and attributes its GPU work to its operators; `progress` is
-/// told the JSON bytes read so far (its error stops the read).
+/// Reads the trace at `path` and attributes its GPU work to its operators, keeping what
+/// `ops`' rows read ([`Keep::Rows`]); `progress` is told the JSON bytes read so far (its
+/// error stops the read).
 pub(crate) fn attribute(
     path: &Path,
     options: ReadOptions,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<Attribution> {
-    let mut collected = Collected::default();
+    let mut collected = Collected::new(Keep::Rows);
     read_trace_with(path, &mut collected, progress, options)?;
     Ok(tree::build(collected))
 }

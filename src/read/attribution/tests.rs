@@ -54,7 +54,7 @@ fn operators_own_their_subtrees_kernels_as_busy_time() {
     assert_eq!(addmm_gpu.len(), 2);
     // k1 [200, 210.5], k2 [205, 215]: busy 15 µs, not the summed 20.5.
     assert_eq!(tree::busy_ns(&a.gpu, &addmm_gpu), 15_000);
-    assert_eq!(tree::busy_us_float(&a.gpu, &addmm_gpu), 15.0);
+    assert_eq!(tree::busy_us_float(&a.gpu_details, &addmm_gpu), 15.0);
     assert_eq!(a.args(linear).input_dims.as_deref(), Some("[[2, 3]]"));
     assert_eq!(a.args(addmm).input_type.as_deref(), Some("[\"float\"]"));
 }
@@ -75,11 +75,49 @@ fn a_graph_launch_owns_every_activity_of_its_correlation() {
 }
 
 #[test]
+fn a_pass_for_groups_keeps_the_tree_and_times_but_no_rows_detail() {
+    let scratch = crate::testing::scratch("attribution-groups");
+    let path = scratch.join("t.json");
+    std::fs::write(&path, TRACE).unwrap();
+    let mut collected = Collected::new(Keep::Groups);
+    read_trace_with(
+        &path,
+        &mut collected,
+        &mut |_| Ok(()),
+        ReadOptions::default(),
+    )
+    .unwrap();
+    let lean = tree::build(collected);
+    let full = attributed(TRACE);
+    assert!(lean.gpu_details.is_empty());
+    assert_eq!(full.gpu_details.len(), full.gpu.len());
+    let spans = |a: &Attribution| -> Vec<_> {
+        (0..a.ops.len() as u32)
+            .map(|i| {
+                let op = &a.ops[i as usize];
+                let gpu: Vec<_> = a.gpu(i).iter().map(|&g| a.gpu[g as usize].start).collect();
+                (
+                    op.start,
+                    op.self_ns,
+                    op.parent(),
+                    a.own_gpu(i).to_vec(),
+                    gpu,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(spans(&lean), spans(&full));
+    // Only the backward links need the sequence numbers.
+    let addmm = at(&full, "aten::addmm");
+    assert_eq!(full.backward(addmm).len(), 1);
+    assert!(lean.backward(addmm).is_empty());
+}
+
+#[test]
 fn a_backward_frame_links_to_the_latest_forward_of_its_number() {
     let a = attributed(TRACE);
-    let frame = op(&a, "autograd::engine::evaluate_function: AddmmBackward0");
-    assert_eq!(frame.forward(), Some(1));
-    assert_eq!(a.backward(at(&a, "aten::addmm")), [5]);
+    let frame = at(&a, "autograd::engine::evaluate_function: AddmmBackward0");
+    assert_eq!(a.backward(at(&a, "aten::addmm")), [frame]);
     assert!(a.backward(at(&a, "aten::linear")).is_empty());
 }
 
@@ -202,7 +240,8 @@ fn the_last_flow_end_and_the_last_activity_of_its_thread_count() {
     let own = a.own_gpu(at(&a, "op"));
     assert_eq!(own.len(), 1);
     let g = &a.gpu[own[0] as usize];
-    assert_eq!((&*a.names[g.name as usize], g.uid), ("last8", 7));
+    assert_eq!(&*a.names[g.name as usize], "last8");
+    assert_eq!(a.gpu_details[own[0] as usize].uid, 7);
     assert_eq!(a.device(g), Some(3));
 }
 
@@ -246,8 +285,9 @@ fn operators_with_equal_arguments_share_one_set() {
 #[test]
 fn records_keep_their_sizes() {
     use std::mem::size_of;
-    assert_eq!(size_of::<Op>(), 64);
+    assert_eq!(size_of::<Op>(), 48);
     assert_eq!(size_of::<super::collect::Runtime>(), 48);
-    assert_eq!(size_of::<GpuEvent>(), 48);
+    assert_eq!(size_of::<GpuEvent>(), 24);
+    assert_eq!(size_of::<GpuDetail>(), 24);
     assert_eq!(size_of::<super::collect::GpuLink>(), 24);
 }

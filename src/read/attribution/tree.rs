@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::collect::{Collected, GpuEvent, GpuLink, Op, Runtime, NONE};
+use super::collect::{Collected, GpuDetail, GpuEvent, GpuLink, Op, Runtime, NONE};
 use super::{Attribution, Flat};
 use crate::read::intervals::{length, union};
 
@@ -186,7 +186,10 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
         each_launched(&launchable, r, by_corr, &mut |g| owned.push((op, g)));
     }
     drop((launchable, parent, std::mem::take(&mut c.runtime)));
-    let gpu = keep_owned(std::mem::take(&mut c.gpu), &mut owned);
+    let kept = kept_activities(c.gpu.len(), &mut owned);
+    let gpu = keep(std::mem::take(&mut c.gpu), &kept);
+    let gpu_details = keep(std::mem::take(&mut c.gpu_details), &kept);
+    drop(kept);
     owned.sort_unstable();
     owned.dedup();
     let own_gpu = Flat::grouped(n, || owned.iter().copied());
@@ -197,13 +200,8 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
             .enumerate()
             .filter_map(|(i, op)| Some((op.parent()?, i as u32)))
     });
-    link_backward(&mut c.ops, &c.names);
-    let backward = Flat::grouped(n, || {
-        c.ops
-            .iter()
-            .enumerate()
-            .filter_map(|(i, op)| Some((op.forward()?, i as u32)))
-    });
+    let forward_of = link_backward(&c.ops, &std::mem::take(&mut c.sequences), &c.names);
+    let backward = Flat::grouped(n, || forward_of.iter().copied());
     c.ops.shrink_to_fit();
     Attribution {
         names: std::mem::take(&mut c.names),
@@ -213,32 +211,39 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
         children,
         backward,
         gpu,
+        gpu_details,
         device_ids: std::mem::take(&mut c.device_ids),
         devices: std::mem::take(&mut c.devices),
         distributed_rank: c.distributed_rank,
     }
 }
 
-/// The GPU activities some operator owns (the rest dropped), in their order; `owned`'s
-/// activity indices renumbered to match.
-fn keep_owned(mut gpu: Vec<GpuEvent>, owned: &mut [(u32, u32)]) -> Vec<GpuEvent> {
-    let mut new_index = vec![NONE; gpu.len()];
+/// Which GPU activities some operator owns (the rest are dropped): per activity its new
+/// index, [`NONE`] if dropped; `owned`'s activity indices renumbered to match.
+fn kept_activities(activities: usize, owned: &mut [(u32, u32)]) -> Vec<u32> {
+    let mut new_index = vec![NONE; activities];
     for &(_, g) in owned.iter() {
         new_index[g as usize] = 0;
     }
     for (next, slot) in new_index.iter_mut().filter(|s| **s == 0).enumerate() {
         *slot = next as u32;
     }
-    let mut i = 0;
-    gpu.retain(|_| {
-        i += 1;
-        new_index[i - 1] != NONE
-    });
-    gpu.shrink_to_fit();
     for (_, g) in owned.iter_mut() {
         *g = new_index[*g as usize];
     }
-    gpu
+    new_index
+}
+
+/// The items of a list beside the activities that [`kept_activities`] keeps, in order (a
+/// list left empty stays so).
+fn keep<T>(mut items: Vec<T>, kept: &[u32]) -> Vec<T> {
+    let mut i = 0;
+    items.retain(|_| {
+        i += 1;
+        kept[i - 1] != NONE
+    });
+    items.shrink_to_fit();
+    items
 }
 
 /// Each operator's self time: its duration less its child operators' spans clipped to it
@@ -261,8 +266,9 @@ fn self_times(ops: &mut [Op]) {
 
 /// Links each backward frame (`autograd::engine::evaluate_function: ...` with a `Sequence
 /// number`) to its forward operator: of the other operators with that number on another
-/// thread, the one that started last.
-fn link_backward(ops: &mut [Op], names: &[Box<str>]) {
+/// thread, the one that started last. `sequences` are (operator, number) in operator
+/// order; the links are (forward operator, frame), in frame order.
+fn link_backward(ops: &[Op], sequences: &[(u32, i64)], names: &[Box<str>]) -> Vec<(u32, u32)> {
     let is_frame: Vec<bool> = names
         .iter()
         .map(|n| n.starts_with(BACKWARD_FRAME))
@@ -270,22 +276,16 @@ fn link_backward(ops: &mut [Op], names: &[Box<str>]) {
     let mut frames = Vec::new();
     // Candidates per number, for the thread test below.
     let mut candidates: HashMap<i64, Vec<u32>> = HashMap::new();
-    for (i, op) in ops.iter().enumerate() {
-        let Some(seq) = op.sequence() else {
-            continue;
-        };
-        if is_frame[op.name as usize] {
-            frames.push(i as u32);
+    for &(i, seq) in sequences {
+        if is_frame[ops[i as usize].name as usize] {
+            frames.push((i, seq));
         } else {
-            candidates.entry(seq).or_default().push(i as u32);
+            candidates.entry(seq).or_default().push(i);
         }
     }
-    if frames.is_empty() {
-        return;
-    }
-    for f in frames {
-        let frame = &ops[f as usize];
-        let (seq, thread) = (frame.sequence().unwrap_or_default(), frame.thread);
+    let mut links = Vec::new();
+    for (f, seq) in frames {
+        let thread = ops[f as usize].thread;
         let best = candidates.get(&seq).and_then(|list| {
             list.iter()
                 .copied()
@@ -293,9 +293,10 @@ fn link_backward(ops: &mut [Op], names: &[Box<str>]) {
                 .max_by_key(|&i| (ops[i as usize].start, ops[i as usize].uid))
         });
         if let Some(fwd) = best {
-            ops[f as usize].set_forward(fwd);
+            links.push((fwd, f));
         }
     }
+    links
 }
 
 /// Busy time (ns) of some GPU activities: the length of the union of their intervals.
@@ -308,9 +309,9 @@ pub(crate) fn busy_ns(gpu: &[GpuEvent], which: &[u32]) -> i64 {
 
 /// [`busy_ns`] as a float-based tool computes it (µs, `ts + dur` in floats at the trace's
 /// absolute times): what TraceLens reports, its rounding included.
-pub(crate) fn busy_us_float(gpu: &[GpuEvent], which: &[u32]) -> f64 {
+pub(crate) fn busy_us_float(details: &[GpuDetail], which: &[u32]) -> f64 {
     let spans = which.iter().map(|&i| {
-        let g = &gpu[i as usize];
+        let g = &details[i as usize];
         (g.ts_us, g.ts_us + g.dur_us)
     });
     length(&union(spans.collect()))

@@ -31,13 +31,16 @@ fn read_one(
     options: ReadOptions,
     reading: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<(Figured, Vec<Group>)> {
-    // On this reader's thread, in parallel with the other files: the summary's figures
-    // (its records dropped), then the operators' tree and groups (their reading dropped).
-    grouped(|operators| {
+    // On this reader's thread, in parallel with the other files: the operators' tree and
+    // groups first (the attribution's records, the larger part, freed), then the
+    // summary's figures from its records: the figures' working lists never sit beside the
+    // attribution's.
+    let (read, groups) = grouped(|operators| {
         let mut summary = Collected::new(Rules::Exact);
         let end = scan_trace(path, &mut Tee(&mut summary, operators), reading, options)?;
-        Ok(Read::of(path, summary, end)?.figured(path, false, false))
-    })
+        Read::of(path, summary, end)
+    })?;
+    Ok((read.figured(path, false, false), groups))
 }
 
 /// Reads the files of `runs` on up to `threads` threads; `progress` is called on the

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::json::render::push_json_string;
 use crate::output::temps;
-use crate::read::attribution::Collected;
+use crate::read::attribution::{Collected, Keep};
 use crate::read::events::{scan_trace, ReadOptions};
 use crate::read::ranks::{assign_ranks, RankFrom};
 use crate::read::sources::{Msg, Reader, Sources};
@@ -106,7 +106,7 @@ fn read_one(
 ) -> Result<Converted> {
     let mut both = Reading {
         rows: Rows::new(spill_dir, spill_bytes),
-        ops: Collected::default(),
+        ops: Collected::new(Keep::Rows),
     };
     let end = scan_trace(path, &mut both, reading, options)?;
     if let Some(invalid) = end.invalid {

@@ -170,7 +170,7 @@ mod tests {
         )
         .unwrap();
         for (group_rows, groups) in [(2, 3), (GROUP_ROWS, 1)] {
-            let mut collected = Collected::default();
+            let mut collected = Collected::new(crate::read::attribution::Keep::Rows);
             read_trace_with(
                 &trace,
                 &mut collected,
