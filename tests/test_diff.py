@@ -21,6 +21,7 @@ from kinetrace._tools.diff import MIN_STEPS, compare_runs, compare_steps
 from kinetrace._tools.diff_stats import (
     _resampled_median,
     bootstrap_change_ci,
+    bootstrap_runs_change,
     bootstrap_runs_change_ci,
     mann_whitney,
     median,
@@ -116,23 +117,32 @@ def test_a_resamples_median_drawn_directly_has_the_resamples_distribution(values
 def test_the_runs_bootstrap_counts_the_spread_between_runs():
     """Four runs a side, each tight, some at a level 20% above the others (the machine's
     speed between processes): one of BASE's, three of NEW's. Pooled, the steps look like a
-    sure +20% (the test's p < 0.001, the steps' interval +17.6 to +19.8%), yet a run more
-    or less at either level moves the medians: resampling the runs first covers 0, and the
-    verdict is "~"."""
+    sure +20% (the rank test's p < 0.001, the steps' interval +17.6 to +19.8%), yet a run
+    more or less at either level moves the medians: resampling the runs first covers 0, its
+    p-value is far from significant, and the verdict is "~"."""
     base = [[level + i % 3 for i in range(10)] for level in (100.0, 100.0, 100.0, 120.0)]
     new = [[level + i % 3 for i in range(10)] for level in (100.0, 120.0, 120.0, 120.0)]
     pooled = ([d for run in base for d in run], [d for run in new for d in run])
     assert bootstrap_change_ci(*pooled)[0] > 15
+    assert mann_whitney(pooled[1], pooled[0]).p_value < 0.001
     low, high = bootstrap_runs_change_ci(base, new)
     assert low <= 0 < 15 < high
     assert bootstrap_runs_change_ci(base, new) == (low, high)  # seeded
+    boot = bootstrap_runs_change(base, new)
+    assert (boot.low, boot.high) == (low, high) and boot.p_value > 0.05
     v = compare_runs(base, new)
-    assert v.p_value is not None and v.p_value < 0.001
+    assert (v.p_value, v.test) == (boot.p_value, "bootstrap")
     assert (v.verdict, v.significant, v.ci_low_pct) == ("~", False, low)
-    # Constant runs: every resample has the side's median, the interval is the change.
-    assert bootstrap_runs_change_ci([[100.0] * 5] * 3, [[110.0] * 5] * 2) == pytest.approx(
-        (10.0, 10.0)
-    )
+    # Constant runs: every resample has the side's median, the interval is the change, and
+    # no resample is on the other side of 0: the smallest p the resamples can give.
+    constant = bootstrap_runs_change([[100.0] * 5] * 3, [[110.0] * 5] * 2, resamples=999)
+    assert (constant.low, constant.high) == pytest.approx((10.0, 10.0))
+    assert constant.p_value == pytest.approx(2 / 1000)
+    assert compare_runs([[100.0] * 5] * 3, [[110.0] * 5] * 2).verdict == "slower"
+    # Equal runs on both sides: resamples at 0 count on both sides, p is 1.
+    assert bootstrap_runs_change([[100.0] * 5] * 3, [[100.0] * 5] * 2).p_value == 1
+    # One run a side: the rank test, as without --runs.
+    assert compare_runs([pooled[0]], [pooled[1]]).test in {"exact", "normal"}
     with pytest.raises(ValueError, match="every run a step"):
         bootstrap_runs_change_ci([[1.0], []], [[2.0]])
 
@@ -164,7 +174,8 @@ def test_a_trace_against_itself_changes_nothing(profiles, capsys):
     result = kinetrace.diff(base, base, runs=True)
     v = result.verdict
     assert (result.base_runs, v.base_steps, v.new_steps) == (RUNS, RUNS * STEPS, RUNS * STEPS)
-    assert v.change_pct == 0 and v.p_value == 1 and v.verdict == "~" and not v.significant
+    assert (v.change_pct, v.test, v.verdict, v.significant) == (0, "bootstrap", "~", False)
+    assert v.p_value is not None and v.p_value > 0.5  # the runs' bootstrap, centred on 0
     assert [r.steps.change_pct for r in result.ranks] == [0]
     assert all(c.change_us == 0 for r in result.ranks for c in r.breakdown)
     assert all(k.change_us == 0 for k in result.kernels)

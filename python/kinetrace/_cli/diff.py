@@ -312,8 +312,9 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Compare two runs, each a trace file (.json or gzip) or a folder of ranks: the "
             "step time (each ProfilerStep a sample; medians, change, 95%% bootstrap interval, "
-            "Mann-Whitney p; '~' when not significant) for the job and per rank, then per "
-            "step the GPU time breakdown and the GPU activities with the largest change. "
+            "Mann-Whitney p, the bootstrap's with --runs; '~' when not significant) for the "
+            "job and per rank, then per step the GPU time breakdown and the GPU activities "
+            "with the largest change. "
             "Exit status: 0 done, 1 failed (a file is not a trace, two files of one rank), "
             f"2 an unreadable input or a usage error, {REGRESSION} with --fail-above when NEW "
             "is significantly slower by more than PCT (kinetrace --help has the table)."

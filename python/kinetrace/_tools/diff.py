@@ -3,11 +3,11 @@
 Both sides are read in one streaming pass per file, every file of both sides in parallel,
 for :func:`kinetrace.summarize`'s figures and the operators at once; the comparison is over
 those figures: each ``ProfilerStep#N`` a sample of the step time (per rank, and for the job
-the slowest rank of each step), medians, a bootstrap interval and a Mann-Whitney p-value
-(:mod:`kinetrace._tools.diff_stats`), then where the time went per step: the temporal
-breakdown per rank, GPU activities by name and by type, and operators
-(:mod:`kinetrace._tools.diff_ops`); names renamed between builds are paired
-(:mod:`kinetrace._tools.diff_names`).
+the slowest rank of each step), medians, a bootstrap interval and a p-value (Mann-Whitney's,
+or where a side is several runs the bootstrap's; :mod:`kinetrace._tools.diff_stats`), then
+where the time went per step: the temporal breakdown per rank, GPU activities by name and by
+type, and operators (:mod:`kinetrace._tools.diff_ops`); names renamed between builds are
+paired (:mod:`kinetrace._tools.diff_names`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kinetrace._env import available_cpus, require_in_range
 from kinetrace._tools.diff_hta import HtaDiff, Pick, diff_hta
 from kinetrace._tools.diff_names import family, pair_renames
 from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_runs
-from kinetrace._tools.diff_stats import bootstrap_runs_change_ci, mann_whitney, median
+from kinetrace._tools.diff_stats import bootstrap_runs_change, mann_whitney, median
 from kinetrace._tools.sources import TRACE_SUFFIXES, trace_files
 from kinetrace._tools.summary import RankSummary, Summary
 
@@ -54,7 +54,9 @@ class StepComparison:
 
     ``verdict``: ``"slower"`` or ``"faster"`` when significant, ``"~"`` when not,
     ``"too few steps"`` when a side has fewer than :data:`MIN_STEPS` (then the figures
-    that need the test are None). ``base_step_us`` and ``new_step_us``: the samples
+    that need the test are None). ``test``: ``"exact"`` or ``"normal"`` (the Mann-Whitney
+    test of the steps, each side one run), ``"bootstrap"`` (a side of several runs: the
+    p-value of the runs' bootstrap). ``base_step_us`` and ``new_step_us``: the samples
     compared, in order (the ``--html`` page draws them)."""
 
     base_steps: int
@@ -182,9 +184,11 @@ def compare_steps(base: Sequence[float], new: Sequence[float]) -> StepComparison
 
 
 def compare_runs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]]) -> StepComparison:
-    """The verdict on step times (µs), each side a list of runs: the medians and the test
-    on the pooled steps; the interval resamples the steps where each side is one run, else
-    each side's runs and then their steps (the spread between runs counts)."""
+    """The verdict on step times (µs), each side a list of runs: the medians of the pooled
+    steps. Where each side is one run, the Mann-Whitney test of its steps and a bootstrap of
+    them; where a side is several, a bootstrap of each side's runs and then their steps
+    gives both the interval and the p-value (the spread between runs counts)."""
+    runs = ([run for run in base if run], [run for run in new if run])
     base_steps = [d for run in base for d in run]
     new_steps = [d for run in new for d in run]
     nb, nn = len(base_steps), len(new_steps)
@@ -197,18 +201,17 @@ def compare_runs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]]
         )
     mb, mn = median(base_steps), median(new_steps)
     change = 100 * (mn - mb) / mb if mb else 0.0
-    lo, hi = bootstrap_runs_change_ci(
-        [run for run in base if run],
-        [run for run in new if run],
-        resamples=RESAMPLES,
-        confidence=CONFIDENCE,
-        seed=SEED,
-    )
-    test = mann_whitney(new_steps, base_steps)
-    significant = test.p_value < ALPHA and (lo > 0 or hi < 0)
+    boot = bootstrap_runs_change(*runs, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED)
+    lo, hi = boot.low, boot.high
+    if max(len(runs[0]), len(runs[1])) > 1:
+        p_value, method = boot.p_value, "bootstrap"
+    else:
+        test = mann_whitney(new_steps, base_steps)
+        p_value, method = test.p_value, test.method
+    significant = p_value < ALPHA and (lo > 0 or hi < 0)
     verdict = "~" if not significant else ("slower" if change > 0 else "faster")
     return StepComparison(
-        nb, nn, mb, mn, change, lo, hi, test.p_value, test.method, significant, verdict, *samples
+        nb, nn, mb, mn, change, lo, hi, p_value, method, significant, verdict, *samples
     )
 
 

@@ -191,6 +191,13 @@ def _strip_svg(v: StepComparison) -> str:
     return "".join(parts)
 
 
+def _test_name(test: str | None) -> str:
+    """How the p-value was had, in words."""
+    if test == "bootstrap":
+        return "bootstrap of the runs"
+    return f"{test} Mann-Whitney"
+
+
 def _strip_caption(v: StepComparison) -> str:
     if v.ci_low_pct is None or v.base_median_us is None or v.new_median_us is None:
         return f"{v.base_steps} steps in BASE, {v.new_steps} in NEW: {v.verdict}."
@@ -199,7 +206,7 @@ def _strip_caption(v: StepComparison) -> str:
         f"{duration(v.new_median_us)} (NEW, {v.new_steps} steps), the lines: change "
         f"{change_pct(v.change_pct)}, "
         f"95% CI [{change_pct(v.ci_low_pct)}, {change_pct(v.ci_high_pct)}], "
-        f"p={p_value(v.p_value)} ({v.test} Mann-Whitney), verdict {v.verdict}."
+        f"p={p_value(v.p_value)} ({_test_name(v.test)}), verdict {v.verdict}."
     )
 
 
