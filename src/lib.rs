@@ -45,7 +45,9 @@
 //!   intervals, ns or float µs: summary's figures and attribution's busy time),
 //!   `read::attribution` (the GPU work each CPU operator owns:
 //!   `read::attribution::{collect, tree, groups, tests}`, for `ops` and `diff`),
-//!   `read::hash` (the one fast hasher of lookups by trace text or number).
+//!   `read::hash` (the one fast hasher of lookups by trace text or number),
+//!   `read::categories` (the categories of GPU activities and their launches, one list
+//!   for `summary` and the attribution).
 //! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast
 //!   path over text in memory), `json::tolerant` (the tolerant reader of `repair`),
 //!   `json::render` (numbers and strings), `json::object` (members of an object's text),

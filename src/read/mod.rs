@@ -3,9 +3,11 @@
 //! keeps, with the binding of flow ends to their events (`filter`), which rank a file is
 //! (`ranks`), many files read on threads (`sources`: the one pool of merge, summary and
 //! parquet), unions of intervals and their lengths (`intervals`), which GPU work each CPU
-//! operator owns (`attribution`), and the fast hasher of lookups by trace text (`hash`).
+//! operator owns (`attribution`), the fast hasher of lookups by trace text (`hash`), and
+//! the categories of GPU activities and their launches (`categories`).
 
 pub(crate) mod attribution;
+pub(crate) mod categories;
 pub(crate) mod events;
 pub(crate) mod filter;
 pub(crate) mod hash;

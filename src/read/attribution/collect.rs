@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::json::decimal::{ns_of, whole_number};
 use crate::json::object::{member, string_body, unescaped, Duplicates};
+use crate::read::categories::{GPU_CATS, RUNTIME_CATS};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_ID, SLOT_TS};
 use crate::read::hash::Fast;
 use crate::read::ranks::distributed_rank;
@@ -237,11 +238,10 @@ pub(crate) fn devices_of(raw: &[u8]) -> Vec<Device> {
         .collect()
 }
 
-/// Host categories that make up the call tree.
+/// Host categories that make up the call tree, with the runtime calls
+/// ([`RUNTIME_CATS`]); an operator owns the time of GPU activities ([`GPU_CATS`]): the
+/// categories `summary` counts (MTIA's and the 2021 format's too).
 const OP_CATS: [&str; 1] = ["cpu_op"];
-const RUNTIME_CATS: [&str; 2] = ["cuda_runtime", "cuda_driver"];
-/// GPU categories whose time an operator owns.
-const GPU_CATS: [&str; 3] = ["kernel", "gpu_memcpy", "gpu_memset"];
 
 /// Names of the graph launches: each takes every GPU activity of its correlation.
 const GRAPH_LAUNCHES: [&str; 2] = ["cudaGraphLaunch", "hipGraphLaunch"];
@@ -271,6 +271,9 @@ pub(crate) struct Collected {
     /// Whether the first launching runtime call carries `correlation` (else `External id`
     /// links launches to GPU work); `None` until one is met.
     pub(crate) link_by_correlation: Option<bool>,
+    /// The same of the first runtime call with either value, for traces where no runtime
+    /// call's name says it launches (MTIA's `runFunction`, `recordEvent`).
+    pub(crate) first_link_by_correlation: Option<bool>,
     /// The trace's `deviceProperties`.
     pub(crate) devices: Vec<Device>,
     /// `distributedInfo.rank`, when an integer.
@@ -369,6 +372,7 @@ impl Collected {
             flow_starts: Vec::new(),
             flow_ends: Vec::new(),
             link_by_correlation: None,
+            first_link_by_correlation: None,
             devices: Vec::new(),
             distributed_rank: None,
             device_ids: Vec::new(),
@@ -455,6 +459,11 @@ impl Collected {
             let launch = String::from_utf8_lossy(ev.name).to_lowercase();
             if launch.contains("launch") {
                 self.link_by_correlation = Some(args.correlation.is_some());
+            }
+            if self.first_link_by_correlation.is_none()
+                && (args.correlation.is_some() || args.external_id.is_some())
+            {
+                self.first_link_by_correlation = Some(args.correlation.is_some());
             }
         }
         let (correlation, external_id, mut flags) = pack(args.correlation, args.external_id);

@@ -1,11 +1,14 @@
 //! Which GPU work each CPU operator of a trace owns, read in one streaming pass
 //! (`collect`) and put in a call tree (`tree`):
 //!
-//! - host events (`cpu_op`, `cuda_runtime`, `cuda_driver`) nest per (pid, tid) by time
-//!   containment, a child allowed to end up to [`tree::BLEED_NS`] after its parent;
-//! - a runtime call owns the GPU activity (`kernel`, `gpu_memcpy`, `gpu_memset`) its `ac2g`
-//!   flow ends at (on the flow end's thread, with its link value: `correlation` when the
-//!   first launching call carries one, else `External id`); a graph launch
+//! - host events (`cpu_op` and the runtime calls of `read::categories`: `cuda_runtime`,
+//!   `cuda_driver`, MTIA's and the 2021 format's) nest per (pid, tid) by time containment,
+//!   a child allowed to end up to [`tree::BLEED_NS`] after its parent;
+//! - a runtime call owns the GPU activity (`kernel`, `gpu_memcpy`, `gpu_memset`, MTIA's and
+//!   the 2021 format's) its `ac2g` flow ends at (on the flow end's thread, with its link
+//!   value: `correlation` when the first launching call carries one, else `External id`;
+//!   where no call's name says it launches, the first call with either value decides); a
+//!   graph launch
 //!   (`cudaGraphLaunch` / `hipGraphLaunch`) owns every activity of its correlation;
 //! - an operator owns the GPU activities of every runtime call in its subtree, and its GPU
 //!   time is their busy time (the union of their intervals);

@@ -74,6 +74,45 @@ fn a_graph_launch_owns_every_activity_of_its_correlation() {
     assert_eq!(tree::busy_ns(&a.gpu, &graphed), 1_500);
 }
 
+/// An MTIA trace's shape: the runtime's calls are not named launches, its activities are
+/// `mtia_ccp_events` (a DMA without a link beside them); and the 2021 format's categories.
+const MTIA: &str = r#"{"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "aten::permute", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+ {"ph": "X", "cat": "mtia_runtime", "name": "recordEvent", "pid": 1, "tid": 1, "ts": 5, "dur": 2, "args": {"correlation": 3}},
+ {"ph": "X", "cat": "mtia_runtime", "name": "runFunction - job_prep_and_submit_for_execution", "pid": 1, "tid": 1, "ts": 10, "dur": 20, "args": {"correlation": 4}},
+ {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 4, "pid": 1, "tid": 1, "ts": 10},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 4, "pid": 9, "tid": 408, "ts": 200, "bp": "e"},
+ {"ph": "X", "cat": "mtia_ccp_events", "name": "permute_2d", "pid": 9, "tid": 408, "ts": 200, "dur": 30, "args": {"correlation": 4, "stream": 102}},
+ {"ph": "X", "cat": "mtia_ccp_events", "name": "dma_request", "pid": 9, "tid": 801, "ts": 205, "dur": 8, "args": {"sqid": 1}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 0, "dur": 100},
+ {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 10, "dur": 5, "args": {"correlation": 8}},
+ {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 8, "pid": 1, "tid": 2, "ts": 10},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 8, "pid": 0, "tid": 7, "ts": 300, "bp": "e"},
+ {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 300, "dur": 12, "args": {"correlation": 8}}
+]}"#;
+
+#[test]
+fn mtia_and_2021_format_activities_are_owned_as_summary_counts_them() {
+    let a = attributed(MTIA);
+    let owned = |name: &str| -> Vec<&str> {
+        a.gpu(at(&a, name))
+            .iter()
+            .map(|&g| &*a.names[a.gpu[g as usize].name as usize])
+            .collect()
+    };
+    assert_eq!(owned("aten::permute"), ["permute_2d"]);
+    assert_eq!(owned("aten::mm"), ["gemm"]);
+    // With no call named a launch, the first runtime call with a link value decides: here
+    // `correlation`; were it `External id`, the launches would link by that, and nothing
+    // here would link.
+    let by_external = MTIA
+        .replace("{\"correlation\": 3}", "{\"External id\": 3}")
+        .replace("cudaLaunchKernel", "cudaKernelRun");
+    let a = attributed(&by_external);
+    assert!(a.gpu(at(&a, "aten::permute")).is_empty());
+    assert!(a.gpu(at(&a, "aten::mm")).is_empty());
+}
+
 #[test]
 fn a_pass_for_groups_keeps_the_tree_and_times_but_no_rows_detail() {
     let scratch = crate::testing::scratch("attribution-groups");

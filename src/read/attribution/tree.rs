@@ -174,7 +174,10 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
     }
     self_times(&mut c.ops);
     // (operator, activity) of each launch, to the launch's innermost operator.
-    let by_corr = c.link_by_correlation.unwrap_or(false);
+    let by_corr = c
+        .link_by_correlation
+        .or(c.first_link_by_correlation)
+        .unwrap_or(false);
     let links = std::mem::take(&mut c.gpu_links);
     let launchable = Launchable::new(&mut c, by_corr, &links);
     drop(links);

@@ -15,20 +15,7 @@ use crate::json::decimal::{ns_of, whole_number};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_TS};
 use crate::read::ranks::distributed_rank;
 
-/// Categories of GPU activities (CUDA, ROCm, MTIA and the 2021 format).
-pub(crate) const GPU_CATS: [&str; 7] = [
-    "kernel",
-    "Kernel",
-    "gpu_memcpy",
-    "Memcpy",
-    "gpu_memset",
-    "Memset",
-    "mtia_ccp_events",
-];
-
-/// Categories of the CPU events that launch GPU activities.
-pub(crate) const RUNTIME_CATS: [&str; 4] =
-    ["cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"];
+pub(crate) use crate::read::categories::{GPU_CATS, RUNTIME_CATS};
 
 /// What a GPU activity is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
