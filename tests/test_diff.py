@@ -189,7 +189,8 @@ def test_an_added_operator_is_a_significant_regression(profiles, capsys):
     v = kinetrace.diff(base, new, runs=True).verdict
     assert v.verdict == "slower" and v.significant, v
     assert v.ci_low_pct is not None and v.ci_low_pct > 0, v
-    assert v.p_value is not None and v.p_value < 0.001, v
+    # The runs' bootstrap: its p counts resamples on the far side of 0, 2/2001 at least.
+    assert v.test == "bootstrap" and v.p_value is not None and v.p_value < 0.01, v
     assert run("diff", "--runs", base, new, "--fail-above", "5") == status.REGRESSION == 3
     assert capsys.readouterr().out.startswith("job step time: NEW is slower")
     # Read the other way round it is faster, which is no regression.
