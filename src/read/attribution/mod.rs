@@ -78,7 +78,8 @@ pub(crate) struct Attribution {
     own_gpu: Flat,
     /// Per operator the operators whose parent it is, ascending.
     children: Flat,
-    /// Per operator the backward frames linked to it, ascending.
+    /// Per operator the backward frames linked to it, ascending (none under
+    /// [`Keep::Groups`]: the links need the sequence numbers that pass leaves out).
     backward: Flat,
     /// In file order.
     pub(crate) gpu: Vec<GpuEvent>,

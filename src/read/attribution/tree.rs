@@ -162,7 +162,7 @@ fn each_launched(l: &Launchable, r: &Runtime, by_corr: bool, each: &mut impl FnM
 }
 
 /// Builds the operators of `c`: each with its nearest operator ancestor, its self time,
-/// the GPU activities it launched itself, and its backward frames.
+/// the GPU activities it launched itself, and its backward frames (under `Keep::Rows`).
 pub(crate) fn build(mut c: Collected) -> Attribution {
     c.drop_lookups();
     let parent = nest(&c.ops, &c.runtime);
