@@ -180,9 +180,11 @@ def test_align_step(tmp_path: Path) -> None:
     plain = kinetrace.merge_traces([a, b], dst)
     assert plain.aligned_step is None
     check_merge(dst, [a, b])
+    # The sources' blocks interleave as their readers hand them over; a source's pids
+    # (source x PID_STRIDE + n) put rank 0's step first.
     steps = [
         e["ts"]
-        for e in json.loads(dst.read_text())["traceEvents"]
+        for e in sorted(json.loads(dst.read_text())["traceEvents"], key=lambda e: e["pid"])
         if e["name"] == "ProfilerStep#1" and e["cat"] == "user_annotation"
     ]
     assert steps == [5000.25, 4000.25]
