@@ -123,6 +123,12 @@ impl Runtime {
     pub(crate) fn is_graph_launch(&self) -> bool {
         self.flags & GRAPH_LAUNCH != 0
     }
+
+    /// Whether it carries `correlation`, where it carries either link value.
+    pub(crate) fn links_by_correlation(&self) -> Option<bool> {
+        (self.flags & (HAS_CORRELATION | HAS_EXTERNAL_ID) != 0)
+            .then_some(self.flags & HAS_CORRELATION != 0)
+    }
 }
 
 /// One GPU activity (kernel, memcpy, memset): its exact times and name (24 bytes). What
@@ -153,8 +159,9 @@ pub(crate) struct GpuDetail {
 /// `ops`' rows read (each activity's uid and float times, each operator's `Sequence
 /// number` for the backward links); `Groups` nothing more (`diff`'s operator groups read
 /// neither): 24 bytes less per GPU activity and 16 per operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Keep {
+    #[default]
     Rows,
     Groups,
 }
@@ -248,6 +255,7 @@ const GRAPH_LAUNCHES: [&str; 2] = ["cudaGraphLaunch", "hipGraphLaunch"];
 
 /// Everything one pass keeps: per event a fixed-size record in one of a few flat lists,
 /// names and argument texts once each.
+#[derive(Default)]
 pub(crate) struct Collected {
     pub(crate) keep: Keep,
     pub(crate) names: Vec<Box<str>>,
@@ -271,9 +279,6 @@ pub(crate) struct Collected {
     /// Whether the first launching runtime call carries `correlation` (else `External id`
     /// links launches to GPU work); `None` until one is met.
     pub(crate) link_by_correlation: Option<bool>,
-    /// The same of the first runtime call with either value, for traces where no runtime
-    /// call's name says it launches (MTIA's `runFunction`, `recordEvent`).
-    pub(crate) first_link_by_correlation: Option<bool>,
     /// The trace's `deviceProperties`.
     pub(crate) devices: Vec<Device>,
     /// `distributedInfo.rank`, when an integer.
@@ -360,25 +365,7 @@ impl Collected {
     pub(crate) fn new(keep: Keep) -> Collected {
         Collected {
             keep,
-            names: Vec::new(),
-            name_ids: HashMap::default(),
-            thread_ids: HashMap::default(),
-            ops: Vec::new(),
-            runtime: Vec::new(),
-            gpu: Vec::new(),
-            gpu_links: Vec::new(),
-            gpu_details: Vec::new(),
-            sequences: Vec::new(),
-            flow_starts: Vec::new(),
-            flow_ends: Vec::new(),
-            link_by_correlation: None,
-            first_link_by_correlation: None,
-            devices: Vec::new(),
-            distributed_rank: None,
-            device_ids: Vec::new(),
-            texts: HashSet::default(),
-            args: Vec::new(),
-            arg_ids: HashMap::default(),
+            ..Collected::default()
         }
     }
 
@@ -459,11 +446,6 @@ impl Collected {
             let launch = String::from_utf8_lossy(ev.name).to_lowercase();
             if launch.contains("launch") {
                 self.link_by_correlation = Some(args.correlation.is_some());
-            }
-            if self.first_link_by_correlation.is_none()
-                && (args.correlation.is_some() || args.external_id.is_some())
-            {
-                self.first_link_by_correlation = Some(args.correlation.is_some());
             }
         }
         let (correlation, external_id, mut flags) = pack(args.correlation, args.external_id);

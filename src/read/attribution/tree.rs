@@ -174,9 +174,11 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
     }
     self_times(&mut c.ops);
     // (operator, activity) of each launch, to the launch's innermost operator.
+    // Where no runtime call's name says it launches (MTIA's `runFunction`, `recordEvent`),
+    // the first call with either link value decides.
     let by_corr = c
         .link_by_correlation
-        .or(c.first_link_by_correlation)
+        .or_else(|| c.runtime.iter().find_map(Runtime::links_by_correlation))
         .unwrap_or(false);
     let links = std::mem::take(&mut c.gpu_links);
     let launchable = Launchable::new(&mut c, by_corr, &links);
