@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,7 +19,6 @@ __all__ = [
     "MannWhitney",
     "bootstrap_change_ci",
     "bootstrap_runs_change",
-    "bootstrap_runs_change_ci",
     "mann_whitney",
     "median",
     "percentile",
@@ -137,10 +137,9 @@ def bootstrap_change_ci(
     base then new each time), the change of each pair's medians, its
     ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` percentiles. A resample's median
     is drawn directly (:func:`_resampled_median`), so a side of 5000 steps costs what one
-    of 5 does. Each side one run of :func:`bootstrap_runs_change_ci`."""
-    return bootstrap_runs_change_ci(
-        [base], [new], resamples=resamples, confidence=confidence, seed=seed
-    )
+    of 5 does. Each side one run of :func:`bootstrap_runs_change`."""
+    b = bootstrap_runs_change([base], [new], resamples=resamples, confidence=confidence, seed=seed)
+    return b.low, b.high
 
 
 def _resampled_median(rng: random.Random, sorted_values: Sequence[float]) -> float:
@@ -210,20 +209,7 @@ def bootstrap_runs_change(
     rng = random.Random(seed)
     changes = sorted(_change_pct(draw_base(rng), draw_new(rng)) for _ in range(resamples))
     tail = (1 - confidence) / 2 * 100
-    at_or_below = sum(1 for c in changes if c <= 0)
-    at_or_above = sum(1 for c in changes if c >= 0)
+    at_or_below = bisect_right(changes, 0)
+    at_or_above = len(changes) - bisect_left(changes, 0)
     p = min(1.0, 2 * (min(at_or_below, at_or_above) + 1) / (resamples + 1))
     return BootstrapChange(percentile(changes, tail), percentile(changes, 100 - tail), p)
-
-
-def bootstrap_runs_change_ci(
-    base: Sequence[Sequence[float]],
-    new: Sequence[Sequence[float]],
-    *,
-    resamples: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """The interval of :func:`bootstrap_runs_change`."""
-    b = bootstrap_runs_change(base, new, resamples=resamples, confidence=confidence, seed=seed)
-    return b.low, b.high
