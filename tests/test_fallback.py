@@ -633,3 +633,45 @@ def test_a_killed_exports_private_directory_goes_with_the_next_export(tmp_path: 
     stats, _ = export(SaveOnly(record()), dest)
     assert stats.events > 0
     assert sorted(os.listdir(tmp_path)) == ["keep.json", "t.json"]
+
+
+def test_private_directories_go_in_one_native_call(tmp_path: Path) -> None:
+    """The private directory (a FIFO, a file, a folder, a link to a file outside) is removed
+    whole; the link's target stays; a directory already gone is no error."""
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(b"kept")
+    private = tmp_path / "private"
+    (private / "inner").mkdir(parents=True)
+    os.mkfifo(private / "trace.json")
+    (private / "inner" / "part").write_bytes(b"x")
+    (private / "link").symlink_to(outside)
+    (private / "dir-link").symlink_to(tmp_path)
+    assert _kinetrace.remove_temporary_dir(private) is True
+    assert sorted(os.listdir(tmp_path)) == ["outside.json"]
+    assert outside.read_bytes() == b"kept"
+    assert _kinetrace.remove_temporary_dir(private) is True
+
+
+def test_ctrl_c_while_removing_private_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C that lands while the private directories are removed is raised once all of
+    them are gone (the removal is tried again), never replaced by another error."""
+    dirs = [str(tmp_path / name) for name in ("a", "b")]
+    for d in dirs:
+        os.mkdir(d)
+    remove = _kinetrace.remove_temporary_dir
+    calls: list[str] = []
+
+    def interrupted_once(path: str) -> bool:
+        calls.append(path)
+        gone = remove(path)
+        if len(calls) == 1:
+            raise KeyboardInterrupt  # after the removal, before the caller notes it
+        return gone
+
+    monkeypatch.setattr(_kinetrace, "remove_temporary_dir", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        _fallback._remove_dirs(list(dirs))
+    assert calls == [dirs[1], dirs[1], dirs[0]]
+    assert os.listdir(tmp_path) == []

@@ -34,6 +34,7 @@ __all__ = [
     "ops_gpu_keys",
     "recompress",
     "remove_temporaries",
+    "remove_temporary_dir",
     "repair_trace",
     "split_trace",
     "summarize",
@@ -168,6 +169,7 @@ def check_trace(path: str | PathLike[str], examples: int = 5) -> _CheckReport: .
 def create_temporary(directory: str | PathLike[str], name: str) -> Path: ...
 def create_temporary_dir(directory: str | PathLike[str], name: str) -> Path: ...
 def remove_temporaries(path: str | PathLike[str], pid: int) -> int: ...
+def remove_temporary_dir(path: str | PathLike[str]) -> bool: ...
 def repair_trace(
     src: str | PathLike[str],
     dst: str | PathLike[str],

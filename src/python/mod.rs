@@ -477,6 +477,19 @@ fn create_temporary_dir(directory: PathBuf, name: std::ffi::OsString) -> PyResul
     Ok(path)
 }
 
+/// Removes the folder `path` and everything in it (never following a link), in one native
+/// call with the GIL released: a Ctrl-C meanwhile is raised once it returns, never midway
+/// (`shutil.rmtree` interrupted between closing a folder and noting it closed closes it
+/// again, and that `OSError` then replaces the `KeyboardInterrupt`). A folder already gone
+/// is no error; returns whether the folder is gone, as removing a temporary is best effort.
+#[pyfunction]
+fn remove_temporary_dir(py: Python<'_>, path: PathBuf) -> bool {
+    py.detach(move || match std::fs::remove_dir_all(&path) {
+        Ok(()) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    })
+}
+
 /// Removes the temporary files process `pid` (a killed and reaped child) left beside
 /// `path` (beside its target, for a symbolic link); returns how many.
 #[pyfunction]
@@ -518,5 +531,6 @@ fn _kinetrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(create_temporary, m)?)?;
     m.add_function(wrap_pyfunction!(create_temporary_dir, m)?)?;
     m.add_function(wrap_pyfunction!(remove_temporaries, m)?)?;
+    m.add_function(wrap_pyfunction!(remove_temporary_dir, m)?)?;
     Ok(())
 }

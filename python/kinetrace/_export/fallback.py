@@ -46,7 +46,6 @@ import contextlib
 import errno
 import json
 import os
-import shutil
 import stat
 import sys
 import tempfile
@@ -282,11 +281,12 @@ def _private_dir(parent: str, made: list[str], destination: str | None = None) -
 
 def _remove_dirs(dirs: list[str]) -> None:
     """Removes the private directories, completely even if Ctrl-C lands meanwhile (the
-    interrupt is raised once they are gone)."""
+    interrupt is raised once they are gone). Each is removed in one native call: a Ctrl-C
+    inside ``shutil.rmtree`` can turn into an ``OSError`` (it closes a folder twice)."""
     interrupted: BaseException | None = None
     while dirs:
         try:
-            shutil.rmtree(dirs[-1], ignore_errors=True)
+            _kinetrace.remove_temporary_dir(dirs[-1])
             dirs.pop()
         except KeyboardInterrupt as exc:
             interrupted = exc

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -95,7 +94,8 @@ def export_parquet(
         result: ParquetResult = outcome["result"]
         return result
     finally:
-        shutil.rmtree(private, ignore_errors=True)
+        # One native call: a Ctrl-C inside shutil.rmtree can turn into an OSError.
+        _kinetrace.remove_temporary_dir(private)
 
 
 def _join(reader: threading.Thread) -> None:
