@@ -199,11 +199,11 @@ def _ensure_browser(session: nox.Session) -> None:
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         session.log(f"not installed for the Catapult and Spark tests: {' '.join(missing)}")
         return
-    wait = ("-o", "DPkg::Lock::Timeout=600")  # beside another apt-get: wait, up to 10 min
-    session.run("apt-get", *wait, "update", "-qq", external=True)
+    # One apt-get at a time among the lanes, another program's lock waited out.
+    apt_get = ("bash", str(ROOT / "scripts" / "apt-get.sh"))
+    session.run(*apt_get, "update", "-qq", external=True)
     session.run(
-        "apt-get",
-        *wait,
+        *apt_get,
         "install",
         "-y",
         "-qq",

@@ -8,14 +8,14 @@ source "$(dirname "$0")/env.sh"
 
 rootfs="$CACHE/arm64-rootfs"
 # apt_install PACKAGE...: install what is missing (a fresh machine of this kind has none),
-# waiting for another apt-get's lock rather than failing on it.
+# one apt-get at a time with the other lanes (scripts/apt-get.sh).
 apt_install() {
   local missing=() p
   for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "apt-get install ${missing[*]}"
-  apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+  "$ROOT/scripts/apt-get.sh" update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive "$ROOT/scripts/apt-get.sh" install -y -q \
     "${missing[@]}" >/dev/null
 }
 apt_install qemu-user-static >&2
