@@ -142,14 +142,14 @@ EXTRA = {"parquet": (48 + 128) * MiB}
 MEASURED_MIB = {
     "check": 65,
     "compress": 8,
-    # 447 MiB at 1.05 GB (2026-12-03, load ~1): two files of the size read at once, each
-    # pass filling summary's records (~73 MB) and the attribution's kept for the groups
-    # (~144 MB: 48-byte operators and runtime calls, 24-byte GPU activities and their
-    # links, flow ends), the groups built (the attribution freed) before the summary's
-    # figures. 560 MiB when the attribution kept ops' float times and sequence numbers too
-    # and was held through the figures; 583 MiB for one file's attribution alone before
-    # its records were made fixed-size.
-    "diff": 447,
+    # 361 MiB at 1.05 GB (2026-12-04, 2 cores busy): two files of the size read at once,
+    # each pass filling the attribution's records only (~154 MB: 48-byte operators and
+    # runtime calls, 24-byte GPU activities and their 32-byte links, flow ends), of which
+    # the summary's figures are made before the groups. 447 MiB when the summary kept its
+    # own records (~73 MB) beside them; 560 MiB when the attribution kept ops' float times
+    # and sequence numbers too and was held through the figures; 583 MiB for one file's
+    # attribution alone before its records were made fixed-size.
+    "diff": 361,
     "filter": 3,
     "filter-cutting-flows": 192,  # past the general bound: see GROWING
     "merge": 8,
@@ -166,10 +166,10 @@ MEASURED_MIB = {
     "parquet": 251,
     "repair": 68,  # the trace loads: a check (65 MiB), then a file-to-file copy
     "split": 26,
-    # 39 / 83 / 165 MiB at 0.26 / 0.52 / 1.05 GB: ~130 B per GPU activity (1.3M here).
-    # docs/summary.md counts a 40-byte record each and 16 B a launch; doubling Vecs and
-    # the launch-time map presumably make up the rest (not traced).
-    "summary": 165,
+    # 112 MiB at 1.05 GB (2026-12-04): ~88 B per GPU activity (1.3M here): the 40-byte
+    # records, the launch map and the figures' working lists (docs/summary.md). 165 MiB
+    # when the unions were copied and the sweep sorted two points per interval.
+    "summary": 112,
 }
 
 

@@ -22,6 +22,7 @@ from support.big import write_big_trace
 from support.cli import run
 from support.interrupts import Sigint, assert_prompt
 from support.profiles import sides_in_turns
+from support.real import real_params
 
 #: Profiles per side and recorded steps in each.
 RUNS = 3
@@ -285,3 +286,11 @@ def test_ctrl_c_while_the_sides_are_read(tmp_path):
         sigint.after(0.02)
         latency = sigint.expect(lambda: _kinetrace.diff_read([[p] for p in paths], 2))
     assert_prompt(latency)
+
+
+@pytest.mark.parametrize("path", real_params())
+def test_the_diffs_summary_of_a_real_trace_is_summarizes(path: Path) -> None:
+    """``diff`` makes each file's summary of the attribution's records (one record set for
+    the figures and the operators): on every real trace it equals ``summarize``'s."""
+    (ranks,), _ = _kinetrace.diff_read([[path]], 2)
+    assert ranks == _kinetrace.summarize([str(path)], "exact", 2)

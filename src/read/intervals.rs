@@ -12,21 +12,28 @@ impl Time for i64 {}
 impl Time for f64 {}
 
 /// The union of `[start, end)` intervals: sorted by start, an interval that starts at or
-/// before the largest end so far joins the group (touching intervals merge).
+/// before the largest end so far joins the group (touching intervals merge). Made in the
+/// list given (no second list: a rank can have millions of intervals).
 pub(crate) fn union<T: Time>(mut spans: Vec<(T, T)>) -> Vec<(T, T)> {
     spans.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
-    let mut out: Vec<(T, T)> = Vec::with_capacity(spans.len().min(1024));
-    for (start, end) in spans {
-        match out.last_mut() {
+    let mut kept = 0usize;
+    for i in 0..spans.len() {
+        let (start, end) = spans[i];
+        match kept.checked_sub(1).map(|k| &mut spans[k]) {
             Some(last) if start <= last.1 => {
                 if end > last.1 {
                     last.1 = end;
                 }
             }
-            _ => out.push((start, end)),
+            _ => {
+                spans[kept] = (start, end);
+                kept += 1;
+            }
         }
     }
-    out
+    spans.truncate(kept);
+    spans.shrink_to_fit();
+    spans
 }
 
 /// The summed length of a union.
@@ -86,6 +93,54 @@ pub(crate) fn sweep<T: Time>(unions: &[Vec<(T, T)>], mut segment: impl FnMut(u8,
     }
 }
 
+/// [`sweep`] over unions whose intervals each end at or after they start (as [`union`]
+/// makes them of such intervals: every `exact` union), walking the unions side by side
+/// instead of sorting their ends: no list of 2 points per interval.
+pub(crate) fn sweep_disjoint<T: Time>(unions: &[Vec<(T, T)>], mut segment: impl FnMut(u8, T)) {
+    debug_assert!(unions.len() <= 8);
+    // Per union: the next interval, and whether the sweep is inside it.
+    let mut next = vec![0usize; unions.len()];
+    let mut inside = vec![false; unions.len()];
+    let boundary = |k: usize, next: &[usize], inside: &[bool]| {
+        let (s, e) = *unions[k].get(next[k])?;
+        Some(if inside[k] { e } else { s })
+    };
+    let mut last: Option<T> = None;
+    loop {
+        // The earliest boundary of any union.
+        let mut t: Option<T> = None;
+        for k in 0..unions.len() {
+            if let Some(b) = boundary(k, &next, &inside) {
+                if t.is_none_or(|t| b < t) {
+                    t = Some(b);
+                }
+            }
+        }
+        let Some(t) = t else {
+            break;
+        };
+        let mask: u8 = (0..unions.len())
+            .filter(|&k| inside[k])
+            .map(|k| 1u8 << k)
+            .sum();
+        if let Some(prev) = last {
+            if mask > 0 && t > prev {
+                segment(mask, t - prev);
+            }
+        }
+        // Every boundary at t passed (a zero-length interval: both of its).
+        for k in 0..unions.len() {
+            while boundary(k, &next, &inside).is_some_and(|b| b <= t) {
+                if inside[k] {
+                    next[k] += 1;
+                }
+                inside[k] = !inside[k];
+            }
+        }
+        last = Some(t);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +160,37 @@ mod tests {
         let mut seen = Vec::new();
         sweep(&[a, b], |mask, len| seen.push((mask, len)));
         assert_eq!(seen, vec![(1, 5), (3, 5), (2, 5), (2, 10)]);
+    }
+
+    #[test]
+    fn the_side_by_side_sweep_is_the_sorted_one() {
+        // Pseudo-random unions (a fixed LCG): touching, nested, zero-length intervals.
+        let mut seed = 7u64;
+        let mut next = |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % m) as i64
+        };
+        for _ in 0..300 {
+            let k = 1 + next(3) as usize;
+            let unions: Vec<Vec<(i64, i64)>> = (0..k)
+                .map(|_| {
+                    let n = next(12) as usize;
+                    union(
+                        (0..n)
+                            .map(|_| {
+                                let s = next(60);
+                                (s, s + next(8))
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            let (mut sorted, mut side) = (Vec::new(), Vec::new());
+            sweep(&unions, |m, l| sorted.push((m, l)));
+            sweep_disjoint(&unions, |m, l| side.push((m, l)));
+            assert_eq!(sorted, side, "{unions:?}");
+        }
     }
 }

@@ -94,6 +94,18 @@ pub(crate) struct Runtime {
 const HAS_CORRELATION: u8 = 1;
 const HAS_EXTERNAL_ID: u8 = 2;
 const GRAPH_LAUNCH: u8 = 4;
+/// `args` is an object the reader read to its end: `summary` reads a correlation (and a
+/// stream) only then ([`ArgTexts::whole`]).
+const ARGS_WHOLE: u8 = 8;
+/// A GPU activity whose category names memory (`gpu_memcpy`, `gpu_memset`, `Memcpy`...).
+const MEMORY_CATEGORY: u8 = 16;
+
+/// The correlation `summary`'s exact rules read of an event: the link value, only where
+/// `args` was read whole, -1 (none) meaning none.
+fn summary_correlation(correlation: i64, flags: u8) -> Option<i64> {
+    let both = HAS_CORRELATION | ARGS_WHOLE;
+    (flags & both == both && correlation != -1).then_some(correlation)
+}
 
 /// The two link values of a launch or an activity, packed.
 fn pack(correlation: Option<i64>, external_id: Option<i64>) -> (i64, i64, u8) {
@@ -129,7 +141,17 @@ impl Runtime {
         (self.flags & (HAS_CORRELATION | HAS_EXTERNAL_ID) != 0)
             .then_some(self.flags & HAS_CORRELATION != 0)
     }
+
+    /// The correlation `summary` reads of it (its launch time is that correlation's).
+    pub(crate) fn summary_correlation(&self) -> Option<i64> {
+        summary_correlation(self.correlation, self.flags)
+    }
 }
+
+/// A runtime event the call tree leaves out (not a complete `X` event with a `dur`) that
+/// `summary` reads a launch time of: (event index, correlation, start in ns). Few traces
+/// have any.
+pub(crate) type OtherLaunch = (u64, i64, i64);
 
 /// One GPU activity (kernel, memcpy, memset): its exact times and name (24 bytes). What
 /// links it to its launch is apart ([`GpuLink`]), dropped once linked; so is what only
@@ -166,11 +188,15 @@ pub(crate) enum Keep {
     Groups,
 }
 
-/// What links a GPU activity to its launch: its thread and link values (24 bytes).
+/// What links a GPU activity to its launch (its thread and link values), and what
+/// `summary`'s figures read of it beyond [`GpuEvent`] (its stream, whether its category
+/// names memory), so that `diff` makes both from one record set (32 bytes).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GpuLink {
     correlation: i64,
     external_id: i64,
+    /// `args.stream` as `summary` reads it (-1: none, or `args` not read whole).
+    stream: i64,
     pub(crate) thread: u32,
     flags: u8,
 }
@@ -185,6 +211,21 @@ impl GpuLink {
 
     pub(crate) fn correlation(&self) -> Option<i64> {
         (self.flags & HAS_CORRELATION != 0).then_some(self.correlation)
+    }
+
+    /// The correlation `summary` reads of it (-1 for none).
+    pub(crate) fn summary_correlation(&self) -> i64 {
+        summary_correlation(self.correlation, self.flags).unwrap_or(-1)
+    }
+
+    /// `args.stream` as `summary` reads it (-1 for none).
+    pub(crate) fn stream(&self) -> i64 {
+        self.stream
+    }
+
+    /// Its category names memory (`summary` counts it as memory, whatever its name).
+    pub(crate) fn memory_category(&self) -> bool {
+        self.flags & MEMORY_CATEGORY != 0
     }
 }
 
@@ -276,6 +317,8 @@ pub(crate) struct Collected {
     pub(crate) flow_starts: Vec<i64>,
     /// (flow `id`, thread) of `ac2g` ends, in file order (the last end of an `id` counts).
     pub(crate) flow_ends: Vec<(i64, u32)>,
+    /// The runtime events left out of `runtime` that `summary` reads a launch time of.
+    pub(crate) other_launches: Vec<OtherLaunch>,
     /// Whether the first launching runtime call carries `correlation` (else `External id`
     /// links launches to GPU work); `None` until one is met.
     pub(crate) link_by_correlation: Option<bool>,
@@ -299,6 +342,10 @@ struct ArgsRead {
     external_id: Option<i64>,
     sequence: Option<i64>,
     device: Option<i64>,
+    /// `args.stream` as `summary` reads it: -1 where missing or `args` was not read whole.
+    stream: i64,
+    /// [`ARGS_WHOLE`] where `args` was read whole.
+    whole: u8,
     op: OpArgs,
 }
 
@@ -323,11 +370,14 @@ fn shared_text(texts: &mut HashSet<Arc<str>, Fast>, value: &[u8]) -> Arc<str> {
 fn read_args(ev: &Event<'_>, texts: Option<&mut HashSet<Arc<str>, Fast>>) -> ArgsRead {
     let Some(texts) = texts else {
         let a = ev.arg_texts();
+        let stream = a.stream.and_then(whole_number).filter(|_| a.whole);
         return ArgsRead {
             correlation: a.correlation.and_then(whole_number),
             external_id: a.external_id.and_then(whole_number),
             sequence: a.sequence.and_then(whole_number),
             device: a.device.and_then(whole_number),
+            stream: stream.unwrap_or(-1),
+            whole: if a.whole { ARGS_WHOLE } else { 0 },
             op: OpArgs::default(),
         };
     };
@@ -449,6 +499,7 @@ impl Collected {
             }
         }
         let (correlation, external_id, mut flags) = pack(args.correlation, args.external_id);
+        flags |= args.whole;
         if GRAPH_LAUNCHES.iter().any(|g| g.as_bytes() == ev.name) {
             flags |= GRAPH_LAUNCH;
         }
@@ -464,7 +515,19 @@ impl Collected {
         });
     }
 
-    fn gpu_event(&mut self, ev: &Event<'_>, start: i64, end: i64) {
+    /// A runtime event the call tree leaves out: kept only if `summary` reads a launch
+    /// time of it (a correlation and a `ts`).
+    fn other_runtime(&mut self, ev: &Event<'_>) {
+        let a = ev.arg_texts();
+        let correlation = a.correlation.and_then(whole_number).filter(|_| a.whole);
+        if let (Some(correlation), Some(start)) = (correlation, ns_of(ev.value_text(SLOT_TS))) {
+            if correlation != -1 {
+                self.other_launches.push((ev.index, correlation, start));
+            }
+        }
+    }
+
+    fn gpu_event(&mut self, ev: &Event<'_>, cat: &str, start: i64, end: i64) {
         let args = read_args(ev, None);
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
         let device = args
@@ -483,10 +546,15 @@ impl Collected {
                 dur_us: ev.dur.unwrap_or(0.0),
             });
         }
-        let (correlation, external_id, flags) = pack(args.correlation, args.external_id);
+        let (correlation, external_id, mut flags) = pack(args.correlation, args.external_id);
+        flags |= args.whole;
+        if cat.contains("mem") || cat.contains("Mem") {
+            flags |= MEMORY_CATEGORY;
+        }
         self.gpu_links.push(GpuLink {
             correlation,
             external_id,
+            stream: args.stream,
             thread,
             flags,
         });
@@ -511,22 +579,25 @@ impl Visitor for Collected {
             self.flow(ev);
             return Ok(());
         }
-        if ev.ph != b"X" {
-            return Ok(());
-        }
-        let (Some(start), Some(dur)) = (
-            ns_of(ev.value_text(SLOT_TS)),
-            ns_of(ev.value_text(SLOT_DUR)),
-        ) else {
+        let times = (ev.ph == b"X")
+            .then(|| {
+                let start = ns_of(ev.value_text(SLOT_TS))?;
+                let dur = ns_of(ev.value_text(SLOT_DUR))?;
+                Some((start, start.saturating_add(dur)))
+            })
+            .flatten();
+        let Some((start, end)) = times else {
+            if RUNTIME_CATS.contains(&cat) {
+                self.other_runtime(ev);
+            }
             return Ok(());
         };
-        let end = start.saturating_add(dur);
         if OP_CATS.contains(&cat) {
             self.op(ev, start, end);
         } else if RUNTIME_CATS.contains(&cat) {
             self.runtime(ev, start, end);
         } else if GPU_CATS.contains(&cat) {
-            self.gpu_event(ev, start, end);
+            self.gpu_event(ev, cat, start, end);
         }
         Ok(())
     }

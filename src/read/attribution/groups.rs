@@ -70,13 +70,17 @@ pub(crate) fn groups(a: &Attribution) -> Vec<Group> {
     out
 }
 
-/// The groups of the trace `scan` reads, with what `scan` returns: `scan` is handed the
-/// attribution's visitor to feed, alone or beside others (`diff` reads each file once, for
-/// its summary too). A trace damaged after some events gives the groups of what was read.
-pub(crate) fn grouped<T>(
+/// The groups of the trace `scan` reads, with what `scan` returns and what `records` makes
+/// of the records read before the call tree is built from them: `scan` is handed the
+/// attribution's visitor to feed, alone or beside others (`diff` reads each file once, and
+/// makes its summary's figures of these records: one record set for both). A trace
+/// damaged after some events gives the groups of what was read.
+pub(crate) fn grouped<T, R>(
     scan: impl FnOnce(&mut dyn Visitor) -> Result<T>,
-) -> Result<(T, Vec<Group>)> {
+    records: impl FnOnce(&Collected) -> R,
+) -> Result<(T, R, Vec<Group>)> {
     let mut collected = Collected::new(Keep::Groups);
     let read = scan(&mut collected)?;
-    Ok((read, groups(&tree::build(collected))))
+    let made = records(&collected);
+    Ok((read, made, groups(&tree::build(collected))))
 }

@@ -12,7 +12,8 @@ use crate::error::Result;
 use crate::read::attribution::groups::{grouped, Group};
 use crate::read::events::{scan_trace, ReadOptions, Tee};
 use crate::read::sources::{Reader, Sources};
-use crate::tools::summary::events::{Collected, Rules};
+use crate::tools::summary::events::Collected;
+use crate::tools::summary::exact::{self, Attributed};
 use crate::tools::summary::report::RankSummary;
 use crate::tools::summary::{ranked, Figured, Read};
 
@@ -31,16 +32,18 @@ fn read_one(
     options: ReadOptions,
     reading: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<(Figured, Vec<Group>)> {
-    // On this reader's thread, in parallel with the other files: the operators' tree and
-    // groups first (the attribution's records, the larger part, freed), then the
-    // summary's figures from its records: the figures' working lists never sit beside the
-    // attribution's.
-    let (read, groups) = grouped(|operators| {
-        let mut summary = Collected::new(Rules::Exact);
-        let end = scan_trace(path, &mut Tee(&mut summary, operators), reading, options)?;
-        Read::of(path, summary, end)
-    })?;
-    Ok((read.figured(path, false, false), groups))
+    // On this reader's thread, in parallel with the other files. The summary's visitor
+    // keeps the steps only: its figures are made of the attribution's records (one record
+    // set per activity, not two), before the call tree is built from them.
+    let (read, figures, groups) = grouped(
+        |operators| {
+            let mut summary = Collected::without_gpu();
+            let end = scan_trace(path, &mut Tee(&mut summary, operators), reading, options)?;
+            Read::of(path, summary, end)
+        },
+        |records| exact::figures(&Attributed::new(records)),
+    )?;
+    Ok((read.figured_as(path, figures), groups))
 }
 
 /// Reads the files of `runs` on up to `threads` threads; `progress` is called on the
@@ -82,6 +85,7 @@ mod tests {
     use super::*;
     use crate::read::attribution::attribute;
     use crate::read::attribution::groups::groups;
+    use crate::tools::summary::events::Rules;
     use crate::tools::summary::summarize;
 
     fn no_progress() -> impl FnMut() -> Result<()> {
@@ -135,6 +139,45 @@ mod tests {
             let mm = found.iter().find(|g| g.name == "aten::mm").unwrap();
             assert_eq!(mm.top_kernel.as_ref().map(|k| k.0.as_str()), Some("gemm"));
         }
+    }
+
+    /// The summary's figures made of the attribution's records are `summarize`'s, on the
+    /// events where the two readings part: launches the call tree leaves out (an instant
+    /// event, one without `dur`), the first of two launches of one correlation, a memory
+    /// category with a kernel's name, `args` that is no object, a correlation of -1.
+    #[test]
+    fn figures_of_the_attributions_records_are_summarizes() {
+        let text = r#"{"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 200},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"correlation": 1}},
+ {"ph": "i", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 40, "args": {"correlation": 2}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 70, "args": {"correlation": 3}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 150, "dur": 1, "args": {"correlation": 4}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 1, "args": {"correlation": 4}},
+ {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 30, "dur": 5, "args": {"stream": 7, "correlation": 1}},
+ {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 50, "dur": 5, "args": {"stream": 7, "correlation": 2}},
+ {"ph": "X", "cat": "kernel", "name": "k3", "pid": 0, "tid": 7, "ts": 80, "dur": 5, "args": {"stream": 7, "correlation": 3}},
+ {"ph": "X", "cat": "kernel", "name": "k4", "pid": 0, "tid": 7, "ts": 120, "dur": 5, "args": {"stream": 7, "correlation": 4}},
+ {"ph": "X", "cat": "kernel", "name": "k5", "pid": 0, "tid": 7, "ts": 140, "dur": 5, "args": {"stream": 7, "correlation": -1}},
+ {"ph": "X", "cat": "gpu_memcpy", "name": "copy_kernel", "pid": 0, "tid": 8, "ts": 52, "dur": 10, "args": {"stream": 8}},
+ {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 9, "ts": 60, "dur": 30, "args": "stream 9"}
+]}"#;
+        let scratch = crate::testing::scratch("diff-read-figures");
+        let path = scratch.join("t.json");
+        std::fs::write(&path, text).unwrap();
+        let got = read_runs(&[vec![path.clone()]], 1, &mut no_progress()).unwrap();
+        let alone = summarize(&[path], Rules::Exact, 1, &mut no_progress()).unwrap();
+        assert_eq!(format!("{:?}", got.ranks[0]), format!("{alone:?}"));
+        let f = &alone[0].figures;
+        // Stream 7: k2 and k3 wait for launches the tree leaves out (40 > 35, 70 > 55), k4
+        // for its first launch (150, not 10) after 85; k5's short gap has no launch.
+        let seven = &f.idle_time.iter().find(|(s, _)| s == "7").unwrap().1;
+        let waits = (seven.host_wait_us, seven.kernel_wait_us, seven.other_us);
+        assert_eq!(waits, (15.0 + 25.0 + 35.0, 15.0, 0.0));
+        assert!(f.idle_time.iter().any(|(s, _)| s == "-1"));
+        let kind = |name: &str| f.kernels.iter().find(|k| k.name == name).unwrap().r#type;
+        assert_eq!(kind("copy_kernel"), "MEMORY");
+        assert_eq!(kind("ncclDevKernel_AllReduce"), "COMMUNICATION");
     }
 
     #[test]

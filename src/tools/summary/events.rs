@@ -28,6 +28,17 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// What an activity named `name` is doing, its category naming memory or not.
+    pub(crate) fn of(memory_category: bool, name: &[u8]) -> Kind {
+        if memory_category || is_memory_name(name) {
+            Kind::Memory
+        } else if is_communication(name) {
+            Kind::Communication
+        } else {
+            Kind::Computation
+        }
+    }
+
     pub(crate) fn label(self) -> &'static str {
         match self {
             Kind::Computation => "COMPUTATION",
@@ -119,6 +130,9 @@ impl Names {
 /// Everything one pass over a file keeps.
 pub(crate) struct Collected {
     pub(crate) rules: Rules,
+    /// `exact`: whether the GPU activities and launch times are kept (`diff` reads them
+    /// from the attribution's records instead, [`Collected::without_gpu`]).
+    keep_gpu: bool,
     pub(crate) names: Names,
     pub(crate) gpu: Vec<GpuRow>,
     /// `exact`: correlation -> start (ns) of its first launch.
@@ -141,6 +155,7 @@ impl Collected {
     pub(crate) fn new(rules: Rules) -> Self {
         Collected {
             rules,
+            keep_gpu: true,
             names: Names::default(),
             gpu: Vec::new(),
             launches: HashMap::new(),
@@ -154,7 +169,20 @@ impl Collected {
         }
     }
 
+    /// A pass under the `exact` rules that keeps the steps, the rank and the count of
+    /// events only: the figures are made from records another visitor of the same read
+    /// keeps (`exact::Activities`).
+    pub(crate) fn without_gpu() -> Self {
+        Collected {
+            keep_gpu: false,
+            ..Collected::new(Rules::Exact)
+        }
+    }
+
     fn exact_event(&mut self, ev: &Event<'_>, cat: &str) {
+        if !self.keep_gpu {
+            return;
+        }
         let is_gpu = GPU_CATS.contains(&cat);
         if is_gpu && ev.ph == b"X" {
             let (Some(start), Some(dur)) = (
@@ -164,17 +192,11 @@ impl Collected {
                 return;
             };
             let (stream, correlation) = stream_and_correlation(ev);
-            let kind = if cat.contains("mem") || cat.contains("Mem") || is_memory_name(ev.name) {
-                Kind::Memory
-            } else if is_communication(ev.name) {
-                Kind::Communication
-            } else {
-                Kind::Computation
-            };
+            let kind = Kind::of(cat.contains("mem") || cat.contains("Mem"), ev.name);
             let name = self.names.id(ev.name);
             self.gpu.push(GpuRow {
                 start,
-                end: start + dur,
+                end: start.saturating_add(dur),
                 stream,
                 correlation,
                 name,

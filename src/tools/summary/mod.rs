@@ -24,7 +24,7 @@ use crate::read::ranks::{assign_ranks, RankFrom};
 use crate::read::sources::{Msg, Reader, Sources};
 
 use self::events::{Collected, Rules};
-use self::report::RankSummary;
+use self::report::{Figures, RankSummary};
 
 /// One file read: what was kept, the JSON bytes read, and a warning if it stopped early.
 pub(crate) struct Read {
@@ -114,6 +114,13 @@ impl Read {
             Rules::Exact => exact::figures(c),
             Rules::Hta => hta::figures(c, filter, round && c.float_ts),
         };
+        self.figured_as(path, figures)
+    }
+
+    /// The summary of the read of `path` with `figures` made elsewhere (`diff` makes them
+    /// of the attribution's records, which the same read filled).
+    pub(crate) fn figured_as(self, path: &Path, figures: Figures) -> Figured {
+        let c = &self.collected;
         let summary = RankSummary {
             source: path.to_path_buf(),
             rank: 0,
