@@ -142,14 +142,16 @@ EXTRA = {"parquet": (48 + 128) * MiB}
 MEASURED_MIB = {
     "check": 65,
     "compress": 8,
-    # 361 MiB at 1.05 GB (2026-12-04, 2 cores busy): two files of the size read at once,
-    # each pass filling the attribution's records only (~154 MB: 48-byte operators and
-    # runtime calls, 24-byte GPU activities and their 32-byte links, flow ends), of which
-    # the summary's figures are made before the groups. 447 MiB when the summary kept its
-    # own records (~73 MB) beside them; 560 MiB when the attribution kept ops' float times
-    # and sequence numbers too and was held through the figures; 583 MiB for one file's
-    # attribution alone before its records were made fixed-size.
-    "diff": 361,
+    # 243 MiB at 1.05 GB (2026-12-04, 2 cores busy): two files of the size, one at a time
+    # on two threads, each pass filling the attribution's records only (~154 MB: 48-byte
+    # operators and runtime calls, 24-byte GPU activities and their 32-byte links, flow
+    # ends), of which the summary's figures are made before the groups; glibc keeps some of
+    # the first file's heap (docs/benchmarks.md). 361 MiB with the two files read at once;
+    # 447 MiB when the summary kept its own records (~73 MB) beside the attribution's;
+    # 560 MiB when the attribution kept ops' float times and sequence numbers too and was
+    # held through the figures; 583 MiB for one file's attribution alone before its
+    # records were made fixed-size.
+    "diff": 243,
     "filter": 3,
     "filter-cutting-flows": 192,  # past the general bound: see GROWING
     "merge": 8,

@@ -146,6 +146,19 @@ impl<'a> Sources<'a> {
         }
     }
 
+    /// [`Sources::new`] with at least two threads on each source where `threads` allows
+    /// (a gzip inflated beside its scan, a plain `.json` in chunks): half as many sources
+    /// held at once, for work whose memory grows with each source read.
+    pub(crate) fn two_threads_each(paths: &'a [PathBuf], threads: usize) -> Self {
+        let threads = threads.max(1);
+        let mut sources = Sources::new(paths, threads, 0);
+        if threads >= 2 && sources.readers > threads / 2 {
+            sources.readers = threads / 2;
+            sources.read_options.threads = threads / sources.readers;
+        }
+        sources
+    }
+
     /// One pass over every source: `work` on the reader threads, `on_msg` on this one with
     /// every message as it comes, `progress` told the bytes read between waits.
     pub(crate) fn run<M: Send, D: Send>(
@@ -342,6 +355,17 @@ mod tests {
         assert_eq!((s.readers, s.read_options.threads), (2, 1));
         let s = Sources::new(&four, 0, 1);
         assert_eq!((s.readers, s.read_options.threads), (1, 1));
+        // Two threads a source where there are enough: fewer sources held at once.
+        let each = |paths: &[PathBuf], threads: usize| {
+            let s = Sources::two_threads_each(paths, threads);
+            (s.readers, s.read_options.threads)
+        };
+        assert_eq!(each(&four, 2), (1, 2));
+        assert_eq!(each(&four, 3), (1, 3));
+        assert_eq!(each(&four, 8), (4, 2));
+        assert_eq!(each(&four, 16), (4, 4));
+        assert_eq!(each(&one, 8), (1, 8));
+        assert_eq!(each(&four, 1), (1, 1));
     }
 
     #[test]

@@ -360,5 +360,5 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--step", type=_pick, metavar="N", help="hta: ProfilerStep#N (N or BASE:NEW)"
     )
-    add_threads_option(parser, 1024, "files read at once")
+    add_threads_option(parser, 1024, "threads reading the files, two a file")
     parser.set_defaults(func=cmd_diff)

@@ -393,7 +393,7 @@ def diff(
         runs: each side is several runs of one job: each path given a run, or the entries
             of the one folder given (trace files, or folders of ranks); their steps pooled.
         skip_first: steps left out at the start of each rank (a warm-up).
-        threads: files read at once (default: the CPUs available).
+        threads: threads reading the files, two a file (default: the CPUs available).
         rules: ``"exact"`` (the above) or ``"hta"``: HTA 0.5.0's ``compare_traces`` of one
             ``rank`` and one ``step`` (``ProfilerStep#N``) per side, each an int, a (BASE,
             NEW) pair or None (HTA's default: the first), an :class:`HtaDiff`

@@ -1,9 +1,10 @@
 //! `diff`'s reading under the default rules: each file once, streaming, for both its
 //! summary (`tools::summary`'s visitor) and its operator groups (the attribution's, then
 //! its call tree and groups: `read::attribution::groups`), through a tee. Every file of
-//! both sides (and of all their runs) is read in one pool (`read::sources`), so files are
-//! read at once on the threads given; a file named twice (a run against itself) is read
-//! once. Ranks are then assigned per run as `summarize` assigns them.
+//! both sides (and of all their runs) is read in one pool (`read::sources`), two threads a
+//! file, as many files at once as the threads given allow; a file named twice (a run
+//! against itself) is read once. Ranks are then assigned per run as `summarize` assigns
+//! them.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -61,8 +62,11 @@ pub(crate) fn read_runs(
             files.len() - 1
         });
     }
-    // Nothing is sent but each file's result: no queue to bound.
-    let sources = Sources::new(&files, threads, 0);
+    // Two threads on each file (a gzip inflated beside its scan, a plain .json in chunks):
+    // each file's records are the largest of any reader's, so half as many files are held
+    // at once, in about the time of one thread each (docs/benchmarks.md). Nothing is sent
+    // but each file's result: no queue to bound.
+    let sources = Sources::two_threads_each(&files, threads);
     let options = sources.read_options;
     let work =
         |i: usize, reader: &Reader<'_, _>| read_one(&files[i], options, &mut reader.reading());
