@@ -100,8 +100,8 @@ const ARGS_WHOLE: u8 = 8;
 /// A GPU activity whose category names memory (`gpu_memcpy`, `gpu_memset`, `Memcpy`...).
 const MEMORY_CATEGORY: u8 = 16;
 
-/// The correlation `summary`'s exact rules read of an event: the link value, only where
-/// `args` was read whole, -1 (none) meaning none.
+/// The correlation `summary`'s exact rules read of an event: its `correlation`, only where
+/// `args` was read whole and the value is not -1 (which `summary` reads as none).
 fn summary_correlation(correlation: i64, flags: u8) -> Option<i64> {
     let both = HAS_CORRELATION | ARGS_WHOLE;
     (flags & both == both && correlation != -1).then_some(correlation)
