@@ -105,12 +105,13 @@ def _ops(src: Path, out: Path, rank1: Path) -> list[str]:
 
 
 def _diff(src: Path, out: Path, rank1: Path) -> list[str]:
-    """Two traces of the size: the trace against a link to it (two paths, so two reads at
-    once on two cores, each its summary and its attribution in one pass; one path named
-    on both sides would be read once)."""
+    """Two traces of the size: the trace against a link to it (two paths, so two reads, each
+    its summary and its attribution in one pass; one path named on both sides would be
+    read once), on two threads whatever the machine: one file at a time, two threads on
+    it (more threads would read both at once)."""
     other = out / "new.json"
     other.symlink_to(src)
-    return ["diff", str(src), str(other), "--json"]
+    return ["diff", str(src), str(other), "--json", "-j", "2"]
 
 
 #: Each tool's command line on (source, output folder, the other rank).
