@@ -13,11 +13,13 @@ slow. HTA missing is a skip, or a failure where ``KINETRACE_REQUIRE_CONSUMERS`` 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import logging
 import os
 import re
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -80,9 +82,14 @@ def _pair_params() -> list[Any]:
     return params
 
 
+#: The folders of links the pairs' HTA runs read, removed when the session ends.
+_LINKS = tempfile.mkdtemp(prefix="kinetrace-diff-hta-")
+atexit.register(shutil.rmtree, _LINKS, ignore_errors=True)
+
+
 def _folder(files: tuple[str, ...]) -> str:
     """A temporary folder of links to ``files`` (HTA reads a folder), kept for the session."""
-    d = tempfile.mkdtemp(prefix="kinetrace-diff-hta-")
+    d = tempfile.mkdtemp(dir=_LINKS)
     for f in files:
         os.symlink(REAL_DIR / f, Path(d) / Path(f).name)
     return d
