@@ -13,6 +13,12 @@ pub(crate) const GPU_CATS: [&str; 7] = [
     "mtia_ccp_events",
 ];
 
+/// A GPU activity category that names memory work (`gpu_memcpy`, `Memset`...): `summary`
+/// counts such an activity as memory whatever its name.
+pub(crate) fn is_memory_category(cat: &str) -> bool {
+    cat.contains("mem") || cat.contains("Mem")
+}
+
 /// Categories of the CPU events that launch GPU activities.
 pub(crate) const RUNTIME_CATS: [&str; 4] =
     ["cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"];

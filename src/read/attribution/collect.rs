@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::json::decimal::{ns_of, whole_number};
 use crate::json::object::{member, string_body, unescaped, Duplicates};
-use crate::read::categories::{GPU_CATS, RUNTIME_CATS};
+use crate::read::categories::{is_memory_category, GPU_CATS, RUNTIME_CATS};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_ID, SLOT_TS};
 use crate::read::hash::Fast;
 use crate::read::ranks::distributed_rank;
@@ -548,7 +548,7 @@ impl Collected {
         }
         let (correlation, external_id, mut flags) = pack(args.correlation, args.external_id);
         flags |= args.whole;
-        if cat.contains("mem") || cat.contains("Mem") {
+        if is_memory_category(cat) {
             flags |= MEMORY_CATEGORY;
         }
         self.gpu_links.push(GpuLink {

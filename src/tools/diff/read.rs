@@ -33,7 +33,7 @@ fn read_one(
     options: ReadOptions,
     reading: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<(Figured, Vec<Group>)> {
-    // On this reader's thread, in parallel with the other files. The summary's visitor
+    // On this reader's thread (two threads a file, see `read_runs`). The summary's visitor
     // keeps the steps only: its figures are made of the attribution's records (one record
     // set per activity, not two), before the call tree is built from them.
     let (read, figures, groups) = grouped(

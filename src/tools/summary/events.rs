@@ -15,6 +15,7 @@ use crate::json::decimal::{ns_of, whole_number};
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_TS};
 use crate::read::ranks::distributed_rank;
 
+use crate::read::categories::is_memory_category;
 pub(crate) use crate::read::categories::{GPU_CATS, RUNTIME_CATS};
 
 /// What a GPU activity is doing.
@@ -192,7 +193,7 @@ impl Collected {
                 return;
             };
             let (stream, correlation) = stream_and_correlation(ev);
-            let kind = Kind::of(cat.contains("mem") || cat.contains("Mem"), ev.name);
+            let kind = Kind::of(is_memory_category(cat), ev.name);
             let name = self.names.id(ev.name);
             self.gpu.push(GpuRow {
                 start,
