@@ -27,6 +27,7 @@ use std::sync::Mutex;
 
 use crate::error::{panic_message, Error, Result};
 use crate::error::{FormatKind, Invalid};
+use crate::json::decimal::whole_number;
 use crate::json::lexer::{Input, Kind, PResult, Stop, BUF_SIZE, STRING_CAP};
 use crate::json::object::{for_each_member, member, Duplicates};
 use crate::json::scan::{self, Scanner};
@@ -108,6 +109,18 @@ impl<'a> ArgTexts<'a> {
         });
         out.whole = read.is_some();
         out
+    }
+
+    /// `stream` and `correlation` as `summary` reads them (and `diff`'s summary from the
+    /// attribution's records): whole numbers, -1 where missing or not one, both -1 where
+    /// `args` was not read whole.
+    pub(crate) fn stream_and_correlation(&self) -> (i64, i64) {
+        let int = |value: Option<&[u8]>| value.and_then(whole_number).unwrap_or(-1);
+        if self.whole {
+            (int(self.stream), int(self.correlation))
+        } else {
+            (-1, -1)
+        }
     }
 }
 

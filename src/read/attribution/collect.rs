@@ -370,13 +370,13 @@ fn shared_text(texts: &mut HashSet<Arc<str>, Fast>, value: &[u8]) -> Arc<str> {
 fn read_args(ev: &Event<'_>, texts: Option<&mut HashSet<Arc<str>, Fast>>) -> ArgsRead {
     let Some(texts) = texts else {
         let a = ev.arg_texts();
-        let stream = a.stream.and_then(whole_number).filter(|_| a.whole);
+        let (stream, _) = a.stream_and_correlation();
         return ArgsRead {
             correlation: a.correlation.and_then(whole_number),
             external_id: a.external_id.and_then(whole_number),
             sequence: a.sequence.and_then(whole_number),
             device: a.device.and_then(whole_number),
-            stream: stream.unwrap_or(-1),
+            stream,
             whole: if a.whole { ARGS_WHOLE } else { 0 },
             op: OpArgs::default(),
         };
@@ -518,12 +518,12 @@ impl Collected {
     /// A runtime event the call tree leaves out: kept only if `summary` reads a launch
     /// time of it (a correlation and a `ts`).
     fn other_runtime(&mut self, ev: &Event<'_>) {
-        let a = ev.arg_texts();
-        let correlation = a.correlation.and_then(whole_number).filter(|_| a.whole);
-        if let (Some(correlation), Some(start)) = (correlation, ns_of(ev.value_text(SLOT_TS))) {
-            if correlation != -1 {
-                self.other_launches.push((ev.index, correlation, start));
-            }
+        let (_, correlation) = ev.arg_texts().stream_and_correlation();
+        if correlation == -1 {
+            return;
+        }
+        if let Some(start) = ns_of(ev.value_text(SLOT_TS)) {
+            self.other_launches.push((ev.index, correlation, start));
         }
     }
 

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::json::decimal::{ns_of, whole_number};
+use crate::json::decimal::ns_of;
 use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_TS};
 use crate::read::ranks::distributed_rank;
 
@@ -61,21 +61,6 @@ pub(crate) fn is_memory_name(name: &[u8]) -> bool {
 
 pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// An integer argument (`json::decimal::whole_number`, the reader the Parquet tables use
-/// too), -1 where it is missing or not a whole number.
-fn int_arg(value: Option<&[u8]>) -> i64 {
-    value.and_then(whole_number).unwrap_or(-1)
-}
-
-/// `args.stream` and `args.correlation` of an event (-1 when missing; both when `args` is
-/// not an object the scanner reads whole).
-fn stream_and_correlation(ev: &Event<'_>) -> (i64, i64) {
-    match ev.arg_texts() {
-        a if a.whole => (int_arg(a.stream), int_arg(a.correlation)),
-        _ => (-1, -1),
-    }
 }
 
 /// One GPU activity under the `exact` rules.
@@ -192,7 +177,7 @@ impl Collected {
             ) else {
                 return;
             };
-            let (stream, correlation) = stream_and_correlation(ev);
+            let (stream, correlation) = ev.arg_texts().stream_and_correlation();
             let kind = Kind::of(is_memory_category(cat), ev.name);
             let name = self.names.id(ev.name);
             self.gpu.push(GpuRow {
@@ -204,7 +189,7 @@ impl Collected {
                 kind,
             });
         } else if RUNTIME_CATS.contains(&cat) {
-            let (_, correlation) = stream_and_correlation(ev);
+            let (_, correlation) = ev.arg_texts().stream_and_correlation();
             if correlation != -1 {
                 if let Some(start) = ns_of(ev.value_text(SLOT_TS)) {
                     self.launches.entry(correlation).or_insert(start);
@@ -239,7 +224,7 @@ impl Collected {
         if cat == "Trace" {
             return;
         }
-        let (stream, correlation) = stream_and_correlation(ev);
+        let (stream, correlation) = ev.arg_texts().stream_and_correlation();
         let name = self.names.id(ev.name);
         self.hta_rows.push(HtaRow {
             index: ev.index,
@@ -309,8 +294,14 @@ impl Visitor for Collected {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::decimal::whole_number;
     use crate::json::object::{member, Duplicates};
     use crate::read::events::{read_trace_with, ReadOptions};
+
+    /// An integer argument as the text has it, -1 where missing or not a whole number.
+    fn int_arg(value: Option<&[u8]>) -> i64 {
+        value.and_then(whole_number).unwrap_or(-1)
+    }
 
     /// Per event (stream, correlation) as read, and as two lookups of the text find them.
     struct Seen(Vec<((i64, i64), (i64, i64))>);
@@ -327,7 +318,8 @@ mod tests {
                 ),
                 _ => (-1, -1),
             };
-            self.0.push((stream_and_correlation(ev), looked_up));
+            self.0
+                .push((ev.arg_texts().stream_and_correlation(), looked_up));
             Ok(())
         }
     }
