@@ -16,8 +16,16 @@ it red and a real slowdown does:
 - **summary**: ``kinetrace summary`` against HolisticTraceAnalysis 0.5.0's four analyses on the
   62 MB xDiT SD3.5 trace of ``../shared/traces`` (each run a fresh process).
 
+A check with a ratio below its floor is **measured again** before the gate turns red, with
+twice the rounds and one more (7 in CI), and the second measurement alone decides: a real
+slowdown is below its floor both times, while a burst of other work on a shared machine
+seldom lasts through both (a CI run on a busy machine once gave ``.json`` vs stock C++ 0.56x
+against a typical ~1.0x, every row of that run about twice as slow as usual).
+``--no-confirm`` takes the first measurement as final.
+
 Prints one line per ratio (measured, floor, verdict); exit status 0 when every ratio holds,
-1 when one falls below its floor (each named), 2 for a usage error.
+1 when one falls below its floor (each named, after its check was measured again), 2 for a
+usage error.
 ``tests/test_bench_gate.py`` runs it against a kinetrace slowed on purpose (the test-hooks
 build's ``KINETRACE_TEST_SLOWDOWN``) and watches it fail.
 """
@@ -30,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,10 +65,16 @@ class Floor:
 
 #: The floors, each well under its measured ratio (2026-12-03, 2 cores, load ~2, the CI
 #: workload: 10k steps, 60k activities): the margin absorbs a machine twice as noisy.
+#: ``.json`` vs stock C++ is the narrow one: kinetrace's export includes the accessor floor
+#: (torch's ``trace_activities()`` and the field reads, Python calls) that stock torch's C++
+#: writer does not make, and that floor alone measured 0.8-1.6x the C++ writer's whole time
+#: in CI runs (Python code slows more than C++ when the machine is busy); kinetrace's ratio
+#: there measured 0.56-1.2x in the CI runs of 2026-12-04. A 2x slower ``.json`` export is
+#: also caught by ``.json`` vs torch Python (floor 1.5x, measured ~3x).
 FLOORS = [
     Floor("export", "export .json.gz vs stock C++", 3.0, "~9x"),
     Floor("export", "export .json.gz vs torch Python", 1.5, "~4x"),
-    Floor("export", "export .json vs stock C++", 0.7, "~1.0x"),
+    Floor("export", "export .json vs stock C++", 0.5, "~1.0x"),
     Floor("export", "export .json vs torch Python", 1.5, "~3x"),
     Floor("summary", "summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB)", 10.0, "~27x"),
 ]
@@ -135,22 +150,54 @@ def verdicts(ratios: dict[str, float], floors: list[Floor]) -> list[str]:
     return broken
 
 
-def main(argv: list[str] | None = None) -> int:
+#: One check's measurement: its ratios, from ``rounds`` rounds.
+Measure = Callable[[str, int], dict[str, float]]
+
+
+def judge(measure: Measure, checks: list[str], rounds: int, confirm: bool) -> list[str]:
+    """Measures ``checks`` and returns the floors broken (empty: the gate holds). With
+    ``confirm``, a check with a ratio below its floor is measured again with twice the rounds
+    and one more (an odd count: a true median), and that second measurement replaces the
+    first."""
+    ratios: dict[str, float] = {}
+    for check in checks:
+        ratios |= measure(check, rounds)
+    broken = verdicts(ratios, [f for f in FLOORS if f.check in checks])
+    if not broken or not confirm:
+        return broken
+    again = [c for c in checks if any(f.check == c and ratios[f.name] < f.floor for f in FLOORS)]
+    more = 2 * rounds + 1
+    print(
+        f"\nbelow a floor: measuring {', '.join(again)} again ({more} rounds); "
+        "this second measurement decides"
+    )
+    for check in again:
+        ratios |= measure(check, more)
+    return verdicts(ratios, [f for f in FLOORS if f.check in checks])
+
+
+def main(argv: list[str] | None = None, measure: Measure | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("export", "summary"), help="one check alone")
     parser.add_argument("--iterations", type=int, default=10_000, help="workload steps")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; medians of them")
     parser.add_argument("--summary-trace", type=Path, default=XDIT_FILE)
+    parser.add_argument(
+        "--no-confirm",
+        action="store_true",
+        help="a ratio below its floor turns the gate red at once, without a second measurement",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.iterations < 1:
         parser.error("--rounds and --iterations must be at least 1")
     checks = [args.only] if args.only else ["export", "summary"]
-    ratios: dict[str, float] = {}
-    if "export" in checks:
-        ratios |= export_ratios(args.iterations, args.rounds)
-    if "summary" in checks:
-        ratios |= summary_ratio(args.summary_trace, args.rounds)
-    broken = verdicts(ratios, [f for f in FLOORS if f.check in checks])
+
+    def measure_here(check: str, rounds: int) -> dict[str, float]:
+        if check == "export":
+            return export_ratios(args.iterations, rounds)
+        return summary_ratio(args.summary_trace, rounds)
+
+    broken = judge(measure or measure_here, checks, args.rounds, not args.no_confirm)
     if broken:
         print("\nbenchmark gate: RED\n" + "\n".join(broken), file=sys.stderr)
         return 1

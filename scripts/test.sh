@@ -16,12 +16,13 @@
 #   bench       the benchmark gate: ratios against stock torch, torch's Python exporter and
 #               HTA in one run, red below their floors (benches/gate.py), alone on the machine
 #
-# Two lanes share the 2 cores after the fresh demo: the suite in the foreground (pytest is
-# mostly one thread), and lint, rust, hooks, install, workflows, compat and slow one after
-# the other in the background (their output is shown when the lane ends). Downloads start
-# first, beside the CPU-bound stages: the Debian packages the suite and the install test
-# need, the arm64 root filesystem, and every compat row's torch (scripts/prefetch.sh). The
-# bench gate runs last, alone. The run ends with every stage's wall time.
+# Two lanes share the 2 cores after the fresh demo: the suite then hooks in the foreground
+# (pytest is mostly one thread), and lint, rust, install, workflows, compat and slow one after
+# the other in the background (their output is shown when the lane ends); hooks follows the
+# suite because the background lane is the longer one (by 4-8 minutes in CI runs). Downloads
+# start first, beside the CPU-bound stages: the Debian packages the suite and the install
+# test need, the arm64 root filesystem, and every compat row's torch (scripts/prefetch.sh).
+# The bench gate runs last, alone. The run ends with every stage's wall time.
 #
 # What every run checks the same way (CI's own settings, not left to the environment):
 # Hypothesis's derandomized `ci` profile, a per-test timeout (pytest-timeout: 600 s, the
@@ -143,7 +144,6 @@ after_lane() {
 background_stages() {
   stage lint "$NOX" -s lint
   stage rust "$NOX" -s rust
-  stage hooks "$NOX" -s hooks
   after_lane prefetch-rootfs
   stage install "$NOX" -s install workflows
   after_lane prefetch-compat
@@ -183,6 +183,7 @@ export -f stage record log after_lane
 export RUN_LOGS NOX
 lane background bash -c "$(declare -f background_stages); set -Eeuo pipefail; background_stages"
 stage suite "$NOX" -s suite -- "$@"
+stage hooks "$NOX" -s hooks
 join background
 join prefetch-rootfs
 join prefetch-compat
