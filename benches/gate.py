@@ -67,7 +67,7 @@ class Floor:
 #: workload: 10k steps, 60k activities): the margin absorbs a machine twice as noisy.
 #: ``.json`` vs stock C++ is the narrow one: kinetrace's export includes the accessor floor
 #: (torch's ``trace_activities()`` and the field reads, Python calls) that stock torch's C++
-#: writer does not make, and that floor alone measured 0.8-1.6x the C++ writer's whole time
+#: writer does not make, and that floor alone measured 0.6-1.2x the C++ writer's whole time
 #: in CI runs (Python code slows more than C++ when the machine is busy); kinetrace's ratio
 #: there measured 0.56-1.2x in the CI runs of 2026-12-04. A 2x slower ``.json`` export is
 #: also caught by ``.json`` vs torch Python (floor 1.5x, measured ~3x).
