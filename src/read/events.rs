@@ -115,11 +115,24 @@ impl<'a> ArgTexts<'a> {
     /// attribution's records): whole numbers, -1 where missing or not one, both -1 where
     /// `args` was not read whole.
     pub(crate) fn stream_and_correlation(&self) -> (i64, i64) {
-        let int = |value: Option<&[u8]>| value.and_then(whole_number).unwrap_or(-1);
+        (self.summary_stream(), self.summary_correlation())
+    }
+
+    /// `stream` as [`Self::stream_and_correlation`] reads it, alone.
+    pub(crate) fn summary_stream(&self) -> i64 {
+        self.summary_int(self.stream)
+    }
+
+    /// `correlation` as [`Self::stream_and_correlation`] reads it, alone.
+    pub(crate) fn summary_correlation(&self) -> i64 {
+        self.summary_int(self.correlation)
+    }
+
+    fn summary_int(&self, value: Option<&[u8]>) -> i64 {
         if self.whole {
-            (int(self.stream), int(self.correlation))
+            value.and_then(whole_number).unwrap_or(-1)
         } else {
-            (-1, -1)
+            -1
         }
     }
 }

@@ -370,13 +370,12 @@ fn shared_text(texts: &mut HashSet<Arc<str>, Fast>, value: &[u8]) -> Arc<str> {
 fn read_args(ev: &Event<'_>, texts: Option<&mut HashSet<Arc<str>, Fast>>) -> ArgsRead {
     let Some(texts) = texts else {
         let a = ev.arg_texts();
-        let (stream, _) = a.stream_and_correlation();
         return ArgsRead {
             correlation: a.correlation.and_then(whole_number),
             external_id: a.external_id.and_then(whole_number),
             sequence: a.sequence.and_then(whole_number),
             device: a.device.and_then(whole_number),
-            stream,
+            stream: a.summary_stream(),
             whole: if a.whole { ARGS_WHOLE } else { 0 },
             op: OpArgs::default(),
         };
@@ -518,7 +517,7 @@ impl Collected {
     /// A runtime event the call tree leaves out: kept only if `summary` reads a launch
     /// time of it (a correlation and a `ts`).
     fn other_runtime(&mut self, ev: &Event<'_>) {
-        let (_, correlation) = ev.arg_texts().stream_and_correlation();
+        let correlation = ev.arg_texts().summary_correlation();
         if correlation == -1 {
             return;
         }

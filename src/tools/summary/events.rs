@@ -189,7 +189,7 @@ impl Collected {
                 kind,
             });
         } else if RUNTIME_CATS.contains(&cat) {
-            let (_, correlation) = ev.arg_texts().stream_and_correlation();
+            let correlation = ev.arg_texts().summary_correlation();
             if correlation != -1 {
                 if let Some(start) = ns_of(ev.value_text(SLOT_TS)) {
                     self.launches.entry(correlation).or_insert(start);
