@@ -159,13 +159,14 @@ def judge(measure: Measure, checks: list[str], rounds: int, confirm: bool) -> li
     ``confirm``, a check with a ratio below its floor is measured again with twice the rounds
     and one more (an odd count: a true median), and that second measurement replaces the
     first."""
+    floors = [f for f in FLOORS if f.check in checks]
     ratios: dict[str, float] = {}
     for check in checks:
         ratios |= measure(check, rounds)
-    broken = verdicts(ratios, [f for f in FLOORS if f.check in checks])
+    broken = verdicts(ratios, floors)
     if not broken or not confirm:
         return broken
-    again = [c for c in checks if any(f.check == c and ratios[f.name] < f.floor for f in FLOORS)]
+    again = [c for c in checks if any(f.check == c and ratios[f.name] < f.floor for f in floors)]
     more = 2 * rounds + 1
     print(
         f"\nbelow a floor: measuring {', '.join(again)} again ({more} rounds); "
@@ -173,7 +174,7 @@ def judge(measure: Measure, checks: list[str], rounds: int, confirm: bool) -> li
     )
     for check in again:
         ratios |= measure(check, more)
-    return verdicts(ratios, [f for f in FLOORS if f.check in checks])
+    return verdicts(ratios, floors)
 
 
 def main(argv: list[str] | None = None, measure: Measure | None = None) -> int:
