@@ -13,7 +13,7 @@ use pyo3::types::{PyDict, PyList, PySlice, PyString};
 
 use super::interrupt::detached;
 use crate::json::render::{push_int, push_json_string};
-use crate::tools::ops::groups::{groups, Group, RankedRow};
+use crate::tools::ops::groups::{ranked, Group, RankedRow};
 use crate::tools::ops::peaks::{gpu_by_user_name, Gpu, Precision, GPUS};
 use crate::tools::ops::rates::{Rates, Roof};
 use crate::tools::ops::roofline::GpuChoice;
@@ -441,20 +441,7 @@ fn ops<'py>(
     };
     let (ranks, rows, groups) = detached(py, |interrupted| {
         let found = reports(&paths, rules, user, threads, &mut |_| interrupted())?;
-        let bandwidth = found
-            .first()
-            .and_then(|f| f.report.gpu.gpu)
-            .map(Gpu::device_bandwidth_tbs);
-        let mut rows = Vec::new();
-        let mut ranks = Vec::new();
-        for file in found {
-            let gpu = file.report.gpu.gpu;
-            rows.extend(
-                (file.report.rows.into_iter()).map(|r| RankedRow::new(r, file.rank, rules, gpu)),
-            );
-            ranks.push((file.source, file.rank, file.report.gpu));
-        }
-        let groups = groups(&rows, bandwidth);
+        let (ranks, rows, groups) = ranked(found, rules);
         Ok::<_, crate::error::Error>((ranks, rows, groups))
     })?;
     let out = PyList::empty(py);

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use super::peaks::{Gpu, Precision};
 use super::rates::{rates, Rates};
-use super::roofline::peak_of;
-use super::{InstanceRow, Rules, Table};
+use super::roofline::{peak_of, GpuChoice};
+use super::{InstanceRow, RankReport, Rules, Table};
 
 /// An instance row of one rank, measured against its rank's GPU.
 #[derive(Debug, Clone)]
@@ -120,6 +120,34 @@ fn group_of(rows: &[&RankedRow], bandwidth: Option<f64>) -> Group {
         rates,
         saveable_us: rates.roof_time_us.map(|roof| (total - roof).max(0.0)),
     }
+}
+
+/// What `ops` reports of the ranks' [`RankReport`]s: each rank's (source, rank, GPU), every
+/// row measured against its rank's GPU, and their [`groups`] against the first rank's
+/// bandwidth.
+pub(crate) type Ranked = (
+    Vec<(std::path::PathBuf, i64, GpuChoice)>,
+    Vec<RankedRow>,
+    Vec<Group>,
+);
+
+/// The rows of `found` (in rank order) ranked and grouped under `rules`: see [`Ranked`].
+pub(crate) fn ranked(found: Vec<RankReport>, rules: Rules) -> Ranked {
+    let bandwidth = found
+        .first()
+        .and_then(|f| f.report.gpu.gpu)
+        .map(Gpu::device_bandwidth_tbs);
+    let mut rows = Vec::new();
+    let mut ranks = Vec::new();
+    for file in found {
+        let gpu = file.report.gpu.gpu;
+        rows.extend(
+            (file.report.rows.into_iter()).map(|r| RankedRow::new(r, file.rank, rules, gpu)),
+        );
+        ranks.push((file.source, file.rank, file.report.gpu));
+    }
+    let groups = groups(&rows, bandwidth);
+    (ranks, rows, groups)
 }
 
 /// `rows` grouped by (name, bwd, input dims, input types), each group's roofline against
