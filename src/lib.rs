@@ -57,9 +57,15 @@
 //!   `output::gzip::{encoder, slice, pool, worker, writer, crc, testing}`), `output::interrupt` (how
 //!   every wait stays answerable to Ctrl-C).
 //! - `error`: the one error type, used by all. `testing` (tests only): shared test helpers.
+//! - `counts` (feature `counts`, never in a wheel): the instruction-count benchmarks'
+//!   entry point (`benches/counts.rs` calls it; `counts::synthetic` the export's fixed
+//!   activities), beside `python` at the top: it calls what the bindings call.
+//!   `extra_work` (feature `count-hooks`, never in a wheel), at the bottom: more work in a
+//!   per-event path, for the tests that show the count gate catches it.
 //!
 //! Arrows run down this list: a module uses only modules of its own folder or of folders
-//! below it (`python` > `tools` > `export` > `read` > `json` > `output` > `error`).
+//! below it (`python`, `counts` > `tools` > `export` > `read` > `json` > `output` > `error`,
+//! `extra_work`).
 
 // Every module is private and the bindings are the only entry point: without the `python`
 // feature the whole library would be reported dead. Unused code is reported by the build
@@ -81,3 +87,9 @@ mod testing;
 
 #[cfg(feature = "python")]
 mod python;
+
+#[cfg(feature = "counts")]
+pub mod counts;
+
+#[cfg(feature = "count-hooks")]
+mod extra_work;

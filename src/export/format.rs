@@ -313,6 +313,8 @@ fn push_activity(
     comms_metadata: &[u8],
     extra: &[u8],
 ) {
+    #[cfg(feature = "count-hooks")]
+    crate::extra_work::per_event(crate::extra_work::Site::Format);
     let instant = cat == b"cpu_instant_event";
     out.extend_from_slice(if instant {
         b"{\"ph\":\"i\",\"s\":\"t\",\"cat\":"

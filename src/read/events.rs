@@ -633,6 +633,8 @@ fn value_spans(spans: &FieldSpans) -> ValueSpans {
 /// lexer must read it (see [`crate::json::scan`]).
 #[inline]
 fn scan_event(buf: &[u8]) -> Option<(usize, FieldSpans, (u32, u32))> {
+    #[cfg(feature = "count-hooks")]
+    crate::extra_work::per_event(crate::extra_work::Site::Scan);
     let mut spans: FieldSpans = [(Kind::Missing, 0, 0); 8];
     let mut args = ARGS_NONE;
     if buf.first() != Some(&b'{') || buf.len() > u32::MAX as usize {
