@@ -115,6 +115,9 @@ _POLYFILL = Path("/usr/lib/javascript/webcomponentsjs-custom-element-v0/CustomEl
 #: The Java runtime Spark's local mode runs on (tests/test_parquet_sql.py, pyspark).
 JAVA_PACKAGES = ("openjdk-17-jre-headless",)
 
+#: What counts instructions for the count gate (benches/counts.py) and its tests.
+VALGRIND_PACKAGES = ("valgrind",)
+
 
 #: What turns the tests' skips for a missing tool into failures (the suite, the slow tests).
 REQUIRE_EVERYTHING = {"KINETRACE_REQUIRE_CATAPULT": "1", "KINETRACE_REQUIRE_CONSUMERS": "1"}
@@ -175,6 +178,7 @@ def _has_browser() -> bool:
 def _missing_packages() -> tuple[str, ...]:
     """The Debian packages of the suite's outside tools that are not installed."""
     missing = () if _has_browser() else BROWSER_PACKAGES
+    missing += () if shutil.which("valgrind") else VALGRIND_PACKAGES
     return missing + (() if shutil.which("java") else JAVA_PACKAGES)
 
 
@@ -189,15 +193,25 @@ def _say_browser(session: nox.Session) -> None:
 
 
 def _ensure_browser(session: nox.Session) -> None:
-    """CI's suite (run as root): installs :data:`BROWSER_PACKAGES` and :data:`JAVA_PACKAGES`
-    when missing, waiting for another package manager's dpkg lock rather than failing on it;
-    elsewhere the Catapult and Spark tests fail the suite (``KINETRACE_REQUIRE_CATAPULT``,
+    """CI's suite (run as root): installs :data:`BROWSER_PACKAGES`, :data:`JAVA_PACKAGES` and
+    :data:`VALGRIND_PACKAGES` when missing (:func:`_ensure_packages`); elsewhere the Catapult
+    and Spark tests fail the suite (``KINETRACE_REQUIRE_CATAPULT``,
     ``KINETRACE_REQUIRE_CONSUMERS``), naming what to install."""
-    missing = _missing_packages()
+    _ensure_packages(session, _missing_packages())
+
+
+def _ensure_valgrind(session: nox.Session) -> None:
+    """The count gate's Valgrind, installed as root when missing (:func:`_ensure_packages`)."""
+    _ensure_packages(session, () if shutil.which("valgrind") else VALGRIND_PACKAGES)
+
+
+def _ensure_packages(session: nox.Session, missing: tuple[str, ...]) -> None:
+    """Installs the Debian packages ``missing`` as root, waiting for another package
+    manager's dpkg lock rather than failing on it; elsewhere only says what is missing."""
     if not missing:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        session.log(f"not installed for the Catapult and Spark tests: {' '.join(missing)}")
+        session.log(f"not installed: {' '.join(missing)} (apt-get install them as root)")
         return
     # One apt-get at a time among the lanes, another program's lock waited out.
     apt_get = ("bash", str(ROOT / "scripts" / "apt-get.sh"))
@@ -336,10 +350,11 @@ def suite(session: nox.Session) -> None:
         "-m",
         "not slow",
         "--durations=25",
-        # The hooks session runs these two against a test-hooks build; the release wheel has
-        # none, so here they could only skip.
+        # The hooks session runs these against a test-hooks build (the count gate's, the
+        # counts program built with count-hooks); the release wheel has none.
         "--ignore=tests/test_panics.py",
         "--ignore=tests/test_bench_gate.py",
+        "--ignore=tests/test_count_gate.py",
         *session.posargs,
         env=REQUIRE_EVERYTHING,
     )
@@ -347,11 +362,14 @@ def suite(session: nox.Session) -> None:
 
 @nox.session(python=MAIN_PYTHON)
 def hooks(session: nox.Session) -> None:
-    """The tests that need the cargo feature ``test-hooks`` (never in a release wheel): the
-    extension built with it, unpacked and put first on the path for tests/test_panics.py
-    (panics become errors) and tests/test_bench_gate.py (a kinetrace slowed on purpose
-    turns the benchmark gate red). ``KINETRACE_REQUIRE_TEST_HOOKS`` makes a build without
+    """The tests that need a build with hooks (never a release wheel): the extension built
+    with the cargo feature ``test-hooks``, unpacked and put first on the path for
+    tests/test_panics.py (panics become errors) and tests/test_bench_gate.py (a kinetrace
+    slowed on purpose turns the benchmark gate red); tests/test_count_gate.py builds the
+    counts program with ``count-hooks`` (more work in a hot path turns the count gate red,
+    an unchanged build stays green). ``KINETRACE_REQUIRE_TEST_HOOKS`` makes a build without
     the hooks fail those files instead of skipping them."""
+    _ensure_valgrind(session)
     _install_dev(session)
     _install_suite_wheel(session)  # benches/gate.py's peers: the same torch, the wheel's code
     hooks = Path(session.create_tmp()) / "test-hooks"
@@ -373,9 +391,21 @@ def hooks(session: nox.Session) -> None:
         session,
         "tests/test_panics.py",
         "tests/test_bench_gate.py",
+        "tests/test_count_gate.py",
         *session.posargs,
         env={"PYTHONPATH": str(hooks / "site"), "KINETRACE_REQUIRE_TEST_HOOKS": "1"},
     )
+
+
+@nox.session(python=MAIN_PYTHON)
+def counts(session: nox.Session) -> None:
+    """The instruction-count gate (``benches/counts.py``): the native work of every tool and
+    ``import kinetrace`` (the release wheel) counted under Valgrind, red on a count more than
+    1% above the committed baseline. Arguments after ``--`` go to the gate: ``-- --update``
+    writes the baseline (``scripts/counts.sh --update`` is the same)."""
+    _ensure_valgrind(session)
+    _install_suite_wheel(session)
+    session.run("python", "benches/counts.py", *session.posargs)
 
 
 @nox.session(python=MAIN_PYTHON)
