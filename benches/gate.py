@@ -4,28 +4,33 @@ when a ratio falls below its floor.
     python benches/gate.py                      # CI: every check, 3 rounds
     python benches/gate.py --only export --iterations 2000 --rounds 1   # a quick look
 
-Each check times kinetrace and a peer on the same work in this run, in alternating order,
-and compares the medians' ratio with a floor set well under the figure measured on a busy
-2-core machine (``FLOORS``: measured, floor, and so the margin), so that noise does not turn
-it red and a real slowdown does:
+Each check times kinetrace and a peer on the same work in this run, round by round in
+alternating order, and compares the median of the rounds' ratios (the peer's seconds over
+kinetrace's, both of one round: a slow phase of the machine slows both) with a floor
+(``FLOORS``) set between what an unchanged build measures on a busy 2-core machine and what
+a build 1.5x slower measures (docs/benchmarks.md, "The ratio gate"):
 
 - **export**: ``kinetrace.export_chrome_trace`` against stock torch
   (``prof.export_chrome_trace``) and torch's Python exporter, each call on a fresh profile of
-  the same workload, recorded just before it (``kinetrace._bench.compare``: rows in
-  alternating order, medians of the rounds);
+  the same workload, recorded just before it (``kinetrace._bench.compare``);
 - **summary**: ``kinetrace summary`` against HolisticTraceAnalysis 0.5.0's four analyses on the
-  62 MB xDiT SD3.5 trace of ``../shared/traces`` (each run a fresh process).
+  62 MB xDiT SD3.5 trace of ``../shared/traces`` (each run a fresh process);
+- **diff**: ``kinetrace diff`` against HTA 0.5.0's ``compare_traces`` on HTA's own
+  ``trace_diff`` pair (each run a fresh process).
+
+(``ops`` and ``parquet`` have no peer to time against; the instruction-count gate,
+``benches/counts.py``, watches them and every other tool.)
 
 A check with a ratio below its floor is **measured again** before the gate turns red, with
-twice the rounds and one more (7 in CI), and the second measurement alone decides: a real
-slowdown is below its floor both times, while a burst of other work on a shared machine
-seldom lasts through both (a CI run on a busy machine once gave ``.json`` vs stock C++ 0.56x
-against a typical ~1.0x, every row of that run about twice as slow as usual).
-``--no-confirm`` takes the first measurement as final.
+twice the rounds and one more (7 in CI), and the median over the rounds of both measurements
+decides: a burst of other work during the first seldom lasts through the second, and a real
+slowdown stays below in both, so neither measurement can decide alone. ``--no-confirm`` takes
+the first measurement as final.
 
 Prints one line per ratio (measured, floor, verdict); exit status 0 when every ratio holds,
-1 when one falls below its floor (each named, after its check was measured again), 2 for a
-usage error.
+1 when one falls below its floor (each named, after its check was measured again and
+pooled), 2 for a usage error. ``--runs N`` runs the whole gate N times and prints each
+ratio's spread over the runs.
 ``tests/test_bench_gate.py`` runs it against a kinetrace slowed on purpose (the test-hooks
 build's ``KINETRACE_TEST_SLOWDOWN``) and watches it fail.
 """
@@ -33,6 +38,7 @@ build's ``KINETRACE_TEST_SLOWDOWN``) and watches it fail.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -42,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_diff import PAIRS
 from bench_summary import HTA  # HTA's four analyses, as `kinetrace summary` gives them
 
 from kinetrace import _bench
@@ -50,6 +57,8 @@ ROOT = Path(__file__).resolve().parent.parent
 XDIT_FILE = (
     ROOT.parent / "shared/traces/TraceLens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz"
 )
+#: HTA's own pair (2 x 1.7 MB gzip): kinetrace diff ~0.5 s, compare_traces ~8 s.
+DIFF_PAIR = PAIRS["HTA trace_diff control/test (2 x 1.7 MB gzip)"]
 
 
 @dataclass(frozen=True)
@@ -77,11 +86,15 @@ FLOORS = [
     Floor("export", "export .json vs stock C++", 0.5, "~1.0x"),
     Floor("export", "export .json vs torch Python", 1.5, "~3x"),
     Floor("summary", "summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB)", 10.0, "~27x"),
+    Floor("diff", "diff vs HTA 0.5.0 compare_traces (trace_diff)", 5.0, "~15x"),
 ]
+SUMMARY, DIFF = FLOORS[-2].name, FLOORS[-1].name
+CHECKS = ("export", "summary", "diff")
 
 
-def export_ratios(iterations: int, rounds: int) -> dict[str, float]:
-    """Every export row once a round, alternating; kinetrace's speedups over the peers."""
+def export_ratios(iterations: int, rounds: int) -> dict[str, list[float]]:
+    """Every export row once a round, alternating; kinetrace's speedup over each peer in
+    every round (the peer's seconds / kinetrace's, both of that round)."""
 
     def record() -> object:
         return _bench.record_workload(iterations, record_shapes=True)
@@ -96,12 +109,13 @@ def export_ratios(iterations: int, rounds: int) -> dict[str, float]:
             worker_counts=(None,),
         )
     print(_bench.format_table(rows, rows[0].activities))
-    seconds = {(r.exporter, r.fmt): r.seconds for r in rows}
+    samples = {(r.exporter, r.fmt): r.samples for r in rows}
     ratios = {}
     for fmt in ("json", "json.gz"):
-        ours = seconds[("kinetrace", fmt)]
-        ratios[f"export .{fmt} vs stock C++"] = seconds[("stock C++", fmt)] / ours
-        ratios[f"export .{fmt} vs torch Python"] = seconds[("torch Python", fmt)] / ours
+        ours = samples[("kinetrace", fmt)]
+        for peer in ("stock C++", "torch Python"):
+            theirs = samples[(peer, fmt)]
+            ratios[f"export .{fmt} vs {peer}"] = [t / o for t, o in zip(theirs, ours, strict=True)]
     return ratios
 
 
@@ -111,10 +125,32 @@ def _wall(cmd: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def summary_ratio(trace: Path, rounds: int) -> dict[str, float]:
-    """``kinetrace summary`` and HTA on ``trace``, fresh processes, alternating order."""
-    if not trace.is_file():
-        raise SystemExit(f"gate: {trace} is missing (../shared/traces beside the clone)")
+def processes_ratio(name: str, commands: dict[str, list[str]], rounds: int) -> list[float]:
+    """``commands`` ("kinetrace" and a peer), each a fresh process, in alternating order;
+    the peer's seconds / kinetrace's in every round."""
+    times: dict[str, list[float]] = {who: [] for who in commands}
+    for round_ in range(rounds):
+        order = list(commands) if round_ % 2 == 0 else list(commands)[::-1]
+        for who in order:
+            times[who].append(_wall(commands[who]))
+    ours, peer = list(commands)
+    print(
+        f"{name}: kinetrace {statistics.median(times[ours]):.2f} s, {peer} "
+        f"{statistics.median(times[peer]):.2f} s (medians of {rounds}, fresh processes, "
+        "alternating order)"
+    )
+    return [p / k for p, k in zip(times[peer], times[ours], strict=True)]
+
+
+def _need(*traces: Path) -> None:
+    for trace in traces:
+        if not trace.is_file():
+            raise SystemExit(f"gate: {trace} is missing (../shared/traces beside the clone)")
+
+
+def summary_ratio(trace: Path, rounds: int) -> dict[str, list[float]]:
+    """``kinetrace summary`` and HTA's four analyses on ``trace``."""
+    _need(trace)
     with tempfile.TemporaryDirectory(prefix="kinetrace-gate-") as folder:
         # HTA reads every trace of a folder: this one alone, by a link.
         (Path(folder) / trace.name).symlink_to(trace)
@@ -122,83 +158,159 @@ def summary_ratio(trace: Path, rounds: int) -> dict[str, float]:
             "kinetrace": [sys.executable, "-m", "kinetrace", "summary", str(trace), "--json"],
             "HTA": [sys.executable, "-c", HTA, folder],
         }
-        times: dict[str, list[float]] = {name: [] for name in commands}
-        for round_ in range(rounds):
-            order = list(commands) if round_ % 2 == 0 else list(commands)[::-1]
-            for name in order:
-                times[name].append(_wall(commands[name]))
-    ours, theirs = (statistics.median(times[n]) for n in ("kinetrace", "HTA"))
-    print(
-        f"summary of {trace.name}: kinetrace {ours:.2f} s, HTA {theirs:.2f} s "
-        f"(medians of {rounds}, fresh processes, alternating order)"
-    )
-    return {FLOORS[-1].name: theirs / ours}
+        return {SUMMARY: processes_ratio(f"summary of {trace.name}", commands, rounds)}
 
 
-def verdicts(ratios: dict[str, float], floors: list[Floor]) -> list[str]:
-    """The floors that ``ratios`` break, one line each (empty: the gate holds)."""
-    print(f"\n{'ratio':<44} {'measured':>9} {'floor':>7} {'typical':>8}  verdict")
+#: HTA 0.5.0's ``compare_traces`` of two folders (each holding one side's trace).
+HTA_COMPARE = """
+import logging, sys, warnings
+warnings.simplefilter("ignore"); logging.disable(logging.CRITICAL)
+from hta.trace_diff import TraceDiff
+TraceDiff.compare_traces(sys.argv[1], sys.argv[2])
+"""
+
+
+def diff_ratio(base: Path, new: Path, rounds: int) -> dict[str, list[float]]:
+    """``kinetrace diff`` and HTA's ``compare_traces`` on the pair ``base``, ``new``."""
+    _need(base, new)
+    with tempfile.TemporaryDirectory(prefix="kinetrace-gate-") as folder:
+        sides = [Path(folder, "base"), Path(folder, "new")]
+        for side, trace in zip(sides, (base, new), strict=True):
+            side.mkdir()
+            (side / trace.name).symlink_to(trace)
+        commands = {
+            "kinetrace": [sys.executable, "-m", "kinetrace", "diff", str(base), str(new), "--json"],
+            "HTA": [sys.executable, "-c", HTA_COMPARE, *map(str, sides)],
+        }
+        return {DIFF: processes_ratio(f"diff of {base.name} and {new.name}", commands, rounds)}
+
+
+def verdicts(samples: dict[str, list[float]], floors: list[Floor]) -> list[str]:
+    """The floors that the median of each ratio's rounds breaks, one line each (empty: the
+    gate holds); prints every ratio's line."""
+    print(f"\n{'ratio':<44} {'median':>8} {'rounds':>6} {'floor':>7} {'typical':>8}  verdict")
     broken = []
     for f in floors:
-        got = ratios[f.name]
+        got = statistics.median(samples[f.name])
         ok = got >= f.floor
         print(
-            f"{f.name:<44} {got:8.2f}x {f.floor:6.1f}x {f.measured:>8}  {'ok' if ok else 'BELOW'}"
+            f"{f.name:<44} {got:7.2f}x {len(samples[f.name]):>6} {f.floor:6.2f}x "
+            f"{f.measured:>8}  {'ok' if ok else 'BELOW'}"
         )
         if not ok:
             broken.append(f"{f.name}: {got:.2f}x, below its floor of {f.floor}x")
     return broken
 
 
-#: One check's measurement: its ratios, from ``rounds`` rounds.
-Measure = Callable[[str, int], dict[str, float]]
+#: One check's measurement: each of its ratios in every round, from ``rounds`` rounds.
+Measure = Callable[[str, int], dict[str, list[float]]]
 
 
-def judge(measure: Measure, checks: list[str], rounds: int, confirm: bool) -> list[str]:
-    """Measures ``checks`` and returns the floors broken (empty: the gate holds). With
-    ``confirm``, a check with a ratio below its floor is measured again with twice the rounds
-    and one more (an odd count: a true median), and that second measurement replaces the
-    first."""
+def judge(
+    measure: Measure,
+    checks: list[str],
+    rounds: int,
+    confirm: bool,
+    record: Callable[[dict[str, list[float]]], None] = lambda samples: None,
+) -> tuple[list[str], dict[str, float]]:
+    """Measures ``checks`` and returns the floors broken (empty: the gate holds). A ratio is
+    the median of its rounds' ratios (each round times kinetrace and the peer back to back,
+    so a slow phase of the machine slows both). With ``confirm``, a check with a ratio below
+    its floor is measured again with twice the rounds and one more, and the median over the
+    rounds of **both** measurements decides: one slow burst cannot turn the gate red alone,
+    nor can one quiet stretch turn a real slowdown green. Also returns the ratios decided;
+    ``record`` is given every round's ratios once the verdict is reached."""
     floors = [f for f in FLOORS if f.check in checks]
-    ratios: dict[str, float] = {}
+    samples: dict[str, list[float]] = {}
     for check in checks:
-        ratios |= measure(check, rounds)
-    broken = verdicts(ratios, floors)
+        samples |= measure(check, rounds)
+    broken = verdicts(samples, floors)
     if not broken or not confirm:
-        return broken
-    again = [c for c in checks if any(f.check == c and ratios[f.name] < f.floor for f in floors)]
+        record(samples)
+        return broken, decided(samples, floors)
+    below = {f.check for f in floors if statistics.median(samples[f.name]) < f.floor}
+    again = [c for c in checks if c in below]
     more = 2 * rounds + 1
     print(
-        f"\nbelow a floor: measuring {', '.join(again)} again ({more} rounds); "
-        "this second measurement decides"
+        f"\nbelow a floor: measuring {', '.join(again)} again ({more} rounds); the median "
+        f"over both measurements' {rounds + more} rounds decides"
     )
     for check in again:
-        ratios |= measure(check, more)
-    return verdicts(ratios, floors)
+        for name, ratios in measure(check, more).items():
+            samples[name] = samples[name] + ratios
+    record(samples)
+    return verdicts(samples, floors), decided(samples, floors)
+
+
+def decided(samples: dict[str, list[float]], floors: list[Floor]) -> dict[str, float]:
+    return {f.name: statistics.median(samples[f.name]) for f in floors}
+
+
+def spread(runs: list[dict[str, float]]) -> None:
+    """Each ratio over repeated runs of the gate: lowest, median, highest, and its floor."""
+    print(
+        f"\n{'ratio over ' + str(len(runs)) + ' runs':<44} {'lowest':>8} {'median':>8} "
+        f"{'highest':>8} {'floor':>7}"
+    )
+    for f in FLOORS:
+        got = sorted(r[f.name] for r in runs if f.name in r)
+        if got:
+            print(
+                f"{f.name:<44} {got[0]:7.2f}x {statistics.median(got):7.2f}x "
+                f"{got[-1]:7.2f}x {f.floor:6.2f}x"
+            )
 
 
 def main(argv: list[str] | None = None, measure: Measure | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=("export", "summary"), help="one check alone")
+    parser.add_argument("--only", choices=CHECKS, help="one check alone")
     parser.add_argument("--iterations", type=int, default=10_000, help="workload steps")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; medians of them")
     parser.add_argument("--summary-trace", type=Path, default=XDIT_FILE)
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="run the whole gate this many times and print each ratio's spread over the runs "
+        "(red when any run is: the A/A measurement of docs/benchmarks.md)",
+    )
+    parser.add_argument(
+        "--record",
+        type=Path,
+        help="append every run's round-by-round ratios to this file, a JSON line a run",
+    )
     parser.add_argument(
         "--no-confirm",
         action="store_true",
         help="a ratio below its floor turns the gate red at once, without a second measurement",
     )
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.iterations < 1:
-        parser.error("--rounds and --iterations must be at least 1")
-    checks = [args.only] if args.only else ["export", "summary"]
+    if args.rounds < 1 or args.iterations < 1 or args.runs < 1:
+        parser.error("--rounds, --iterations and --runs must be at least 1")
+    checks = [args.only] if args.only else list(CHECKS)
 
-    def measure_here(check: str, rounds: int) -> dict[str, float]:
+    def measure_here(check: str, rounds: int) -> dict[str, list[float]]:
         if check == "export":
             return export_ratios(args.iterations, rounds)
+        if check == "diff":
+            return diff_ratio(*DIFF_PAIR, rounds)
         return summary_ratio(args.summary_trace, rounds)
 
-    broken = judge(measure or measure_here, checks, args.rounds, not args.no_confirm)
+    def keep(samples: dict[str, list[float]]) -> None:
+        if args.record is not None:
+            with args.record.open("a") as f:
+                f.write(json.dumps(samples) + "\n")
+
+    broken: list[str] = []
+    runs = []
+    for run in range(args.runs):
+        if args.runs > 1:
+            print(f"\n== run {run + 1} of {args.runs}")
+        red, ratios = judge(measure or measure_here, checks, args.rounds, not args.no_confirm, keep)
+        broken += [f"run {run + 1}: {line}" if args.runs > 1 else line for line in red]
+        runs.append(ratios)
+    if args.runs > 1:
+        spread(runs)
     if broken:
         print("\nbenchmark gate: RED\n" + "\n".join(broken), file=sys.stderr)
         return 1

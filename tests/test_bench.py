@@ -446,18 +446,20 @@ def _load_gate() -> Any:
 
 
 class _Measurements:
-    """A stand-in for the gate's measurements: each check's ratios, a list a call, in turn."""
+    """A stand-in for the gate's measurements: each check's ratios, a dict a call, in turn; a
+    ratio given as one number is that number in every round, a list is the rounds' ratios."""
 
-    def __init__(self, **ratios: list[dict[str, float]]) -> None:
+    def __init__(self, **ratios: list[dict[str, float | list[float]]]) -> None:
         self.ratios = ratios
         self.calls: list[tuple[str, int]] = []
 
-    def __call__(self, check: str, rounds: int) -> dict[str, float]:
+    def __call__(self, check: str, rounds: int) -> dict[str, list[float]]:
         self.calls.append((check, rounds))
-        return self.ratios[check].pop(0)
+        given = self.ratios[check].pop(0)
+        return {k: v if isinstance(v, list) else [v] * rounds for k, v in given.items()}
 
 
-def _export(json_vs_cpp: float) -> dict[str, float]:
+def _export(json_vs_cpp: float | list[float]) -> dict[str, float | list[float]]:
     return {
         "export .json.gz vs stock C++": 9.0,
         "export .json.gz vs torch Python": 4.0,
@@ -466,32 +468,59 @@ def _export(json_vs_cpp: float) -> dict[str, float]:
     }
 
 
-_SUMMARY = {"summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB)": 27.0}
+_SUMMARY: dict[str, float | list[float]] = {"summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB)": 27.0}
+_DIFF: dict[str, float | list[float]] = {"diff vs HTA 0.5.0 compare_traces (trace_diff)": 15.0}
 
 
-def test_a_check_below_its_floor_is_measured_again_and_the_second_measurement_decides(
+def test_a_check_below_its_floor_is_measured_again_and_both_measurements_decide(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     gate = _load_gate()
-    noisy = _Measurements(export=[_export(0.3), _export(1.0)], summary=[_SUMMARY])
+    floor = next(f.floor for f in gate.FLOORS if f.name == "export .json vs stock C++")
+    low, high = floor * 0.5, floor * 1.5
+    # A burst during the first measurement: its 3 rounds below, the 7 of the second above;
+    # the median of the 10 is above.
+    noisy = _Measurements(export=[_export(low), _export(high)], summary=[_SUMMARY], diff=[_DIFF])
     assert gate.main([], measure=noisy) == 0
     # Only the check that fell below is measured again, with 2 x 3 + 1 rounds.
-    assert noisy.calls == [("export", 3), ("summary", 3), ("export", 7)]
+    assert noisy.calls == [("export", 3), ("summary", 3), ("diff", 3), ("export", 7)]
     out = capsys.readouterr().out
     assert "measuring export again (7 rounds)" in out
-    assert "0.30x" in out and "BELOW" in out and "every ratio at or above its floor" in out
+    assert "over both measurements' 10 rounds decides" in out
+    assert f"{low:.2f}x" in out and "BELOW" in out and "every ratio at or above its floor" in out
 
-    slower = _Measurements(export=[_export(0.3), _export(0.4)], summary=[_SUMMARY])
-    assert gate.main(["--rounds", "1"], measure=slower) == 1
-    assert slower.calls == [("export", 1), ("summary", 1), ("export", 3)]
+    # A real slowdown the second measurement alone would miss: 3 of its 7 rounds below, so
+    # its median is above, but 6 of the 10 rounds are below.
+    second = [low, low, low, high, high, high, high]
+    slower = _Measurements(export=[_export(low), _export(second)], summary=[_SUMMARY], diff=[_DIFF])
+    assert gate.main([], measure=slower) == 1
+    assert slower.calls == [("export", 3), ("summary", 3), ("diff", 3), ("export", 7)]
     err = capsys.readouterr().err
     assert "benchmark gate: RED" in err
-    assert "export .json vs stock C++: 0.40x, below its floor of 0.5x" in err
+    assert f"export .json vs stock C++: {low:.2f}x, below its floor of {floor}x" in err
 
-    at_once = _Measurements(export=[_export(0.3)], summary=[_SUMMARY])
+    at_once = _Measurements(export=[_export(low)], summary=[_SUMMARY], diff=[_DIFF])
     assert gate.main(["--no-confirm"], measure=at_once) == 1
-    assert at_once.calls == [("export", 3), ("summary", 3)]
-    assert "0.30x, below its floor" in capsys.readouterr().err
+    assert at_once.calls == [("export", 3), ("summary", 3), ("diff", 3)]
+    assert f"{low:.2f}x, below its floor" in capsys.readouterr().err
+
+
+def test_repeated_runs_print_each_ratios_spread_and_name_the_red_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    gate = _load_gate()
+    floor = next(f.floor for f in gate.FLOORS if f.name == "export .json vs stock C++")
+    runs = [_export(floor * 1.2), _export(floor * 0.5), _export(floor * 0.5), _export(floor)]
+    measured = _Measurements(export=runs, summary=[_SUMMARY] * 3, diff=[_DIFF] * 3)
+    assert gate.main(["--runs", "3"], measure=measured) == 1
+    out, err = capsys.readouterr()
+    assert "== run 3 of 3" in out
+    table = out.split("ratio over 3 runs", 1)[1]
+    row = next(x for x in table.splitlines() if x.startswith("export .json vs stock C++ "))
+    # lowest, median, highest of the three runs' decided ratios, then the floor
+    assert row.split()[-4:] == [f"{v:.2f}x" for v in (floor * 0.5, floor, floor * 1.2, floor)]
+    assert "run 2: export .json vs stock C++" in err and "run 1:" not in err
+    assert "run 3:" not in err
 
 
 def test_every_gate_floor_is_under_its_typical_figure() -> None:

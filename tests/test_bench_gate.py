@@ -1,8 +1,9 @@
-"""The benchmark gate (``benches/gate.py``, CI's ``bench`` session) turns red when kinetrace is
-slower: a build with the test hooks (``support.hooks``) and ``KINETRACE_TEST_SLOWDOWN=F``
-makes every export and summary take F times as long, and the gate must name each ratio that
-fell below its floor and exit 1. (That it stays green on an unchanged build is shown by the
-``bench`` session of every CI run.)"""
+"""The ratio gate (``benches/gate.py``, CI's ``bench`` session) turns red when kinetrace is
+1.5x slower: a build with the test hooks (``support.hooks``) and ``KINETRACE_TEST_SLOWDOWN=F``
+makes kinetrace's part of every export, summary and diff take F times as long, and the gate
+must name a ratio that fell below its floor and exit 1, after measuring again. (That an
+unchanged build stays green is measured by ``python benches/gate.py --runs 10``:
+docs/benchmarks.md, "The ratio gate"; and every CI run's ``bench`` stage is one more such run.)"""
 
 from __future__ import annotations
 
@@ -34,31 +35,23 @@ def gate(*args: str, slowdown: float) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.timeout(600)
-def test_a_slower_export_turns_the_gate_red() -> None:
-    # 20x: every export ratio lands far under its floor (measured ~1-9x unslowed).
-    done = gate("--only", "export", "--iterations", "2000", "--rounds", "1", slowdown=20)
+@pytest.mark.timeout(900)
+def test_an_export_one_and_a_half_times_slower_turns_the_gate_red() -> None:
+    # kinetrace's own part of the export (its exporter's creation to the file in place) 1.5x
+    # as long, on CI's workload; one round, then the confirmation's three, pooled.
+    done = gate("--only", "export", "--rounds", "1", slowdown=1.5)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "benchmark gate: RED" in done.stderr
-    # Red only after a second measurement, with more rounds, was below too.
+    # Red only once the median over both measurements' rounds was below too.
     assert "measuring export again (3 rounds)" in done.stdout, done.stdout
-    for ratio in ("export .json.gz vs stock C++", "export .json vs torch Python"):
-        assert f"{ratio}: " in done.stderr and "below its floor" in done.stderr, done.stderr
+    assert "over both measurements' 4 rounds decides" in done.stdout, done.stdout
+    assert "below its floor" in done.stderr, done.stderr
 
 
-@pytest.mark.timeout(600)
-def test_a_slower_summary_turns_the_gate_red() -> None:
+@pytest.mark.timeout(900)
+def test_a_summary_one_and_a_half_times_slower_turns_the_gate_red() -> None:
     trace = real_path("TraceLens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz")
-    # 40x: kinetrace's ~1 s becomes ~40 s against HTA's ~20 s: a ratio near 0.5x, floor 10x.
-    done = gate(
-        "--only",
-        "summary",
-        "--rounds",
-        "1",
-        "--no-confirm",
-        "--summary-trace",
-        str(trace),
-        slowdown=40,
-    )
+    done = gate("--only", "summary", "--rounds", "1", "--summary-trace", str(trace), slowdown=1.5)
     assert done.returncode == 1, done.stdout + done.stderr
+    assert "measuring summary again (3 rounds)" in done.stdout, done.stdout
     assert "summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB): " in done.stderr, done.stderr

@@ -55,6 +55,8 @@ class Row:
     how: str = ""
     #: Rounds its seconds are the median of.
     rounds: int = 1
+    #: Every round's seconds, in the order of the rounds (a round runs every row once).
+    samples: list[float] = field(default_factory=list)
 
 
 def _rss_bytes() -> int:
@@ -330,6 +332,7 @@ def _measure(
                 activities=spec.counts[0] if spec.counts else None,
                 how=f"{spec.call}, median of {rounds}",
                 rounds=rounds,
+                samples=list(spec.seconds),
             )
         )
         if spec.filename and os.path.exists(path):

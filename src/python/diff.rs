@@ -46,9 +46,11 @@ fn diff_read<'py>(
     runs: Vec<Vec<PathBuf>>,
     threads: usize,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
+    let started = std::time::Instant::now();
     let found = detached(py, |interrupted| {
         read_runs(&runs, threads, &mut || interrupted())
     })?;
+    py.detach(|| super::slow_down_for_tests(started));
     let ranks = PyList::empty(py);
     for run in &found.ranks {
         let out = PyList::empty(py);

@@ -359,10 +359,8 @@ impl PyExporter {
     fn close(&self, py: Python<'_>, trace_name: &Bound<'_, PyAny>) -> PyResult<()> {
         let name = str_bytes(trace_name, "trace name")?;
         let mut state = self.state()?;
-        let started = state.started;
         let exporter = &mut state.exporter;
         detached(py, |interrupted| exporter.close(name, interrupted))?;
-        py.detach(|| slow_down_for_tests(started));
         Ok(())
     }
 
@@ -387,6 +385,10 @@ impl PyExporter {
                 exporter.wait(timeout).transpose()
             })
         })?;
+        if finished.is_some() {
+            let started = state.started;
+            py.detach(|| slow_down_for_tests(started));
+        }
         Ok(finished.map(|stats| {
             let ExportStats {
                 events,
@@ -420,7 +422,9 @@ impl PyExporter {
 }
 
 /// `KINETRACE_TEST_SLOWDOWN=F` (builds with the `test-hooks` feature only, never a release
-/// wheel): a call that began at `started` is held until it has taken F times as long, so
+/// wheel): work that began at `started` is held until it has taken F times as long (an
+/// export from its exporter's creation to the file in place; a summary's or a diff's native
+/// read), so
 /// `tests/test_bench_gate.py` can show that a slower kinetrace turns the benchmark gate red.
 #[cfg(feature = "test-hooks")]
 pub(crate) fn slow_down_for_tests(started: Instant) {
