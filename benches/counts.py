@@ -274,7 +274,7 @@ def compare(
 
 def write_baseline(path: Path, counted: list[Counted], here: dict[str, str], features: str) -> None:
     doc = {
-        "how": "python benches/counts.py --update (docs/benchmarks.md, 'Instruction counts')",
+        "how": "./scripts/counts.sh --update (docs/benchmarks.md, \"Instruction counts\"; CONTRIBUTING.md: commit it saying why)",
         "profile": "fast",
         "features": features,
         "machine": here,

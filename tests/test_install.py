@@ -440,7 +440,8 @@ def test_the_installed_build_carries_no_test_hooks(tmp_path: Path) -> None:
     ``KINETRACE_TEST_SLOWDOWN`` changes nothing (in a test-hooks build, 999 would hold this
     summary, ~20 ms, for ~20 s; the bound, 10 s, is far above its time on a busy machine),
     nor does ``KINETRACE_TEST_PANIC_READING`` (a test-hooks build's reader of that file
-    panics)."""
+    panics); the instruction-count program's benchmarks and extra work are not in it
+    either."""
     from kinetrace import _kinetrace
 
     trace = tmp_path / "t.json"
@@ -470,3 +471,7 @@ def test_the_installed_build_carries_no_test_hooks(tmp_path: Path) -> None:
     assert not hasattr(_kinetrace, "_panic_for_tests")
     assert not hasattr(_kinetrace._Exporter, "_inject_panic")
     assert not hasattr(_kinetrace, "format_microseconds")
+    # Nor the count gate's program or its extra work (cargo features counts, count-hooks).
+    native = Path(_kinetrace.__file__).read_bytes()
+    assert b"KINETRACE_TEST_EXTRA_WORK" not in native
+    assert b"export-input" not in native
