@@ -51,6 +51,12 @@ BASELINE = ROOT / "benches" / "counts-baseline.json"
 #: 1% is far outside the noise and still catches a hot path made 3% slower.
 THRESHOLD = 1.0
 
+#: How the baseline is made (written into it).
+UPDATE = (
+    './scripts/counts.sh --update (docs/benchmarks.md, "Instruction counts"; '
+    "CONTRIBUTING.md: commit it saying why)"
+)
+
 #: The Python benchmark: the interpreter's start and ``import kinetrace``.
 IMPORT = "python-import"
 
@@ -166,13 +172,10 @@ def build(features: str) -> Path:
     raise GateError("cargo built no counts program (no executable in its messages)")
 
 
-def one_cpu() -> str:
-    """The first CPU this process may run on: every count runs there alone."""
-    return str(min(os.sched_getaffinity(0)))
-
-
-def count(program: Path, bench: Benchmark, extra_env: dict[str, str]) -> tuple[int, str]:
-    """(instructions, what the benchmark said it did) of one run of ``bench``."""
+def count(program: Path, bench: Benchmark, extra_env: dict[str, str], cpu: int) -> tuple[int, str]:
+    """(instructions, what the benchmark said it did) of one run of ``bench``, pinned to
+    ``cpu`` (its threads share that one CPU, and every thread count that follows the CPUs
+    is 1)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", **extra_env}
     with tempfile.TemporaryDirectory(prefix="kinetrace-counts-") as scratch:
         if bench.name == IMPORT:
@@ -188,7 +191,7 @@ def count(program: Path, bench: Benchmark, extra_env: dict[str, str]) -> tuple[i
                     f"{bench.name}: {missing[0]} is missing (../shared/traces beside the clone)"
                 )
             target = [str(program), bench.name, *bench.arguments(), scratch]
-        cmd = ["taskset", "-c", one_cpu(), *VALGRIND, *target]
+        cmd = ["taskset", "-c", str(cpu), *VALGRIND, *target]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     found = I_REFS.findall(done.stderr)
     if done.returncode != 0 or not found:
@@ -213,11 +216,17 @@ class Counted:
 def count_all(
     program: Path, benches: Sequence[Benchmark], repeat: int, jobs: int, extra_env: dict[str, str]
 ) -> list[Counted]:
-    """Every benchmark ``repeat`` times, ``jobs`` Valgrind processes at once (each on one CPU:
-    a count does not depend on what runs beside it)."""
+    """Every benchmark ``repeat`` times, ``jobs`` Valgrind processes at once, each pinned to
+    one CPU (in turn): a count does not depend on what runs beside it."""
     work = [b for b in benches for _ in range(repeat)]
+    cpus = sorted(os.sched_getaffinity(0))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(lambda b: count(program, b, extra_env), work))
+        results = list(
+            pool.map(
+                lambda i: count(program, work[i], extra_env, cpus[i % len(cpus)]),
+                range(len(work)),
+            )
+        )
     counted: dict[str, Counted] = {}
     for bench, (instructions, did) in zip(work, results, strict=True):
         c = counted.setdefault(bench.name, Counted(bench.name, [], did))
@@ -274,7 +283,7 @@ def compare(
 
 def write_baseline(path: Path, counted: list[Counted], here: dict[str, str], features: str) -> None:
     doc = {
-        "how": "./scripts/counts.sh --update (docs/benchmarks.md, \"Instruction counts\"; CONTRIBUTING.md: commit it saying why)",
+        "how": UPDATE,
         "profile": "fast",
         "features": features,
         "machine": here,

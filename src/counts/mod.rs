@@ -22,8 +22,7 @@ use crate::output::sink::Encoding;
 use crate::read::filter::FilterSpec;
 use crate::tools::{check, diff, merge, ops, parquet, split, summary};
 
-/// The benchmarks: name, the trace files it takes (`None`: a number of activities), and
-/// what it measures.
+/// The benchmarks: name, what it is given, and what it measures.
 pub const BENCHMARKS: &[(&str, Inputs, &str)] = &[
     (
         "export-input",
@@ -71,6 +70,9 @@ pub const BENCHMARKS: &[(&str, Inputs, &str)] = &[
     ("merge", Inputs::Files(2), "merge two ranks into one trace"),
 ];
 
+/// The export's default gzip level (`kinetrace._env.DEFAULT_COMPRESSLEVEL`).
+const GZIP_LEVEL: u32 = 7;
+
 /// What a benchmark is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Inputs {
@@ -109,7 +111,7 @@ pub fn run(name: &str, inputs: &[String], scratch: &Path) -> std::result::Result
                 .map_err(|_| format!("{name} takes a number of activities, not {:?}", inputs[0]))?;
             let encoding = if name == "export-gzip" {
                 Encoding::Gzip {
-                    level: 7,
+                    level: GZIP_LEVEL,
                     threads: 1,
                 }
             } else {
