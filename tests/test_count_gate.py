@@ -85,12 +85,9 @@ def test_an_unchanged_build_stays_green_ten_times_on_a_busy_machine(
     program: tuple[Path, Path],
 ) -> None:
     built, baseline = program
-    # Every core kept busy by other processes the whole time, as on a CI machine running
-    # the suite beside the gate.
-    burners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        for _ in range(len(os.sched_getaffinity(0)))
-    ]
+    # A core kept busy by another process the whole time, beside whatever else runs (in CI
+    # the background lane's builds and tests): the counts must not notice.
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         spreads = []
         for _ in range(10):
@@ -110,9 +107,8 @@ def test_an_unchanged_build_stays_green_ten_times_on_a_busy_machine(
             assert set(changes) == set(SUBSET.split(",")), done.stdout
             spreads.append(max(abs(c) for c in changes.values()))
     finally:
-        for b in burners:
-            b.kill()
-            b.wait()
+        burner.kill()
+        burner.wait()
     # The table prints two decimals: an unchanged build moves by hundredths of a percent.
     assert max(spreads) <= 0.05, spreads
 
