@@ -1,9 +1,9 @@
 """The instruction-count gate CI runs (``nox -s counts``): the native work of each tool counted
 in instructions under Valgrind, compared with the committed baseline, red on a rise.
 
-    python benches/counts.py                          # CI: build, count, compare
-    python benches/counts.py --update                 # count and write the baseline
-    python benches/counts.py --only export-json,check --repeat 3
+    ./scripts/counts.sh                               # as CI runs it (nox -s counts)
+    ./scripts/counts.sh --update                      # count and write the baseline
+    python benches/counts.py --only export-json,check --repeat 3   # in your own venv
 
 Time on a shared 2-core machine moves by 6-30% between runs, so no wall-clock ratio can see
 the regression that really happens (the formatter or the scanner a few percent slower after
@@ -18,8 +18,9 @@ with ``import kinetrace`` (the installed wheel) apart from them.
 A benchmark whose count rose more than ``THRESHOLD`` percent above the baseline turns the
 gate red (exit 1), named; one that fell more than that is reported, for a baseline update.
 The table gives baseline, now and change for every benchmark. Updating the baseline is
-``python benches/counts.py --update`` (docs/benchmarks.md, "Instruction counts"); the commit
-that does so says why. A baseline made by another rustc or on another CPU model (glibc picks
+``./scripts/counts.sh --update`` (the release wheel in the counts session's venv, as CI
+counts ``python-import``; docs/benchmarks.md, "Instruction counts"); the commit that does so
+says why. A baseline made by another rustc or on another CPU model (glibc picks
 its string functions by CPU) is refused: the counts would not be comparable.
 
 Exit status: 0 the gate holds, 1 a count rose (or a benchmark failed), 2 a usage error or a
@@ -118,8 +119,9 @@ class GateError(Exception):
 
 
 def _text(cmd: list[str]) -> str:
+    """``cmd``'s output, run in the project's root (where rust-toolchain.toml picks rustc)."""
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError) as e:
         raise GateError(f"{' '.join(cmd)} failed: {e}") from e
     return done.stdout.strip()
