@@ -1,7 +1,8 @@
-"""The ratio gate (``benches/gate.py``, CI's ``bench`` session) turns red when kinetrace is
-1.5x slower: a build with the test hooks (``support.hooks``) and ``KINETRACE_TEST_SLOWDOWN=F``
-makes kinetrace's part of every export, summary and diff take F times as long, and the gate
-must name a ratio that fell below its floor and exit 1, after measuring again. (That an
+"""The ratio gate (``benches/gate.py``, CI's ``bench`` session) turns red when kinetrace's
+export is 1.5x slower, or its summary 2x: a build with the test hooks (``support.hooks``)
+and ``KINETRACE_TEST_SLOWDOWN=F`` makes kinetrace's part of every export, summary and diff
+take F times as long, and the gate must name a ratio that fell below its floor and exit 1,
+after measuring again. (That an
 unchanged build stays green is measured by ``python benches/gate.py --runs 10``:
 docs/benchmarks.md, "The ratio gate"; and every CI run's ``bench`` stage is one more such run.)"""
 
@@ -49,9 +50,12 @@ def test_an_export_one_and_a_half_times_slower_turns_the_gate_red() -> None:
 
 
 @pytest.mark.timeout(900)
-def test_a_summary_one_and_a_half_times_slower_turns_the_gate_red() -> None:
+def test_a_summary_twice_as_slow_turns_the_gate_red() -> None:
+    # 2x, not 1.5x: with a busy second core the unchanged summary's ratio falls by a third
+    # (kinetrace loses its second thread, HTA has none), so the floor sits below that
+    # (docs/benchmarks.md, "The ratio gate").
     trace = real_path("TraceLens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz")
-    done = gate("--only", "summary", "--rounds", "1", "--summary-trace", str(trace), slowdown=1.5)
+    done = gate("--only", "summary", "--rounds", "1", "--summary-trace", str(trace), slowdown=2)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "measuring summary again (3 rounds)" in done.stdout, done.stdout
     assert "summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB): " in done.stderr, done.stderr

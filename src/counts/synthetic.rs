@@ -2,9 +2,9 @@
 //! would hand the writer for a GPU training profile recorded with shapes, derived from the
 //! activity's index alone, so every run formats the same bytes.
 //!
-//! Each group of eight activities is five `cpu_op`s with `Input Dims` / `Input type`
+//! Each group of eight activities is six `cpu_op`s with `Input Dims` / `Input type`
 //! fragments (~300 bytes of JSON an event, as torch writes them), a `cuda_runtime` launch
-//! and its kernel joined by an `ac2g` flow (the kernel linked to its operator), and every
+//! and its kernel joined by an `ac2g` flow (the kernel with a linked correlation id), and every
 //! 64th group opens with a `ProfilerStep#N` annotation instead of its first operator.
 
 use crate::export::trace::{needs_correlation_id, Batch, FirstPass, Flow, StrColumn};
