@@ -210,13 +210,16 @@ def diff_ratio(base: Path, new: Path, rounds: int) -> dict[str, list[float]]:
         return {DIFF: processes_ratio(f"diff of {base.name} and {new.name}", commands, rounds)}
 
 
-def verdicts(samples: dict[str, list[float]], floors: list[Floor]) -> list[str]:
+def verdicts(
+    samples: dict[str, list[float]], floors: list[Floor]
+) -> tuple[list[str], dict[str, float]]:
     """The floors that the median of each ratio's rounds breaks, one line each (empty: the
-    gate holds); prints every ratio's line."""
+    gate holds), and those medians; prints every ratio's line."""
     print(f"\n{'ratio':<44} {'median':>8} {'rounds':>6} {'floor':>7} {'typical':>8}  verdict")
     broken = []
+    medians = {f.name: statistics.median(samples[f.name]) for f in floors}
     for f in floors:
-        got = statistics.median(samples[f.name])
+        got = medians[f.name]
         ok = got >= f.floor
         print(
             f"{f.name:<44} {got:7.2f}x {len(samples[f.name]):>6} {f.floor:6.2f}x "
@@ -224,7 +227,7 @@ def verdicts(samples: dict[str, list[float]], floors: list[Floor]) -> list[str]:
         )
         if not ok:
             broken.append(f"{f.name}: {got:.2f}x, below its floor of {f.floor}x")
-    return broken
+    return broken, medians
 
 
 #: One check's measurement: each of its ratios in every round, from ``rounds`` rounds.
@@ -249,11 +252,11 @@ def judge(
     samples: dict[str, list[float]] = {}
     for check in checks:
         samples |= measure(check, rounds)
-    broken = verdicts(samples, floors)
+    broken, medians = verdicts(samples, floors)
     if not broken or not confirm:
         record(samples)
-        return broken, decided(samples, floors)
-    below = {f.check for f in floors if statistics.median(samples[f.name]) < f.floor}
+        return broken, medians
+    below = {f.check for f in floors if medians[f.name] < f.floor}
     again = [c for c in checks if c in below]
     more = 2 * rounds + 1
     print(
@@ -264,11 +267,7 @@ def judge(
         for name, ratios in measure(check, more).items():
             samples[name] = samples[name] + ratios
     record(samples)
-    return verdicts(samples, floors), decided(samples, floors)
-
-
-def decided(samples: dict[str, list[float]], floors: list[Floor]) -> dict[str, float]:
-    return {f.name: statistics.median(samples[f.name]) for f in floors}
+    return verdicts(samples, floors)
 
 
 def spread(runs: list[dict[str, float]]) -> None:

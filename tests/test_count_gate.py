@@ -55,6 +55,24 @@ def gate(*args: str, extra_work: str | None = None) -> subprocess.CompletedProce
     )
 
 
+def gate_against(
+    program: tuple[Path, Path], extra_work: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The gate over SUBSET with ``program``'s counts program and baseline, two at once."""
+    built, baseline = program
+    return gate(
+        "--program",
+        str(built),
+        "--baseline",
+        str(baseline),
+        "--only",
+        SUBSET,
+        "--jobs",
+        "2",
+        extra_work=extra_work,
+    )
+
+
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the counts program with the count hooks, a baseline of SUBSET counted with it)."""
@@ -84,23 +102,13 @@ def _changes(stdout: str) -> dict[str, float]:
 def test_an_unchanged_build_stays_green_ten_times_on_a_busy_machine(
     program: tuple[Path, Path],
 ) -> None:
-    built, baseline = program
     # A core kept busy by another process the whole time, beside whatever else runs (in CI
     # the background lane's builds and tests): the counts must not notice.
     burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         spreads = []
         for _ in range(10):
-            done = gate(
-                "--program",
-                str(built),
-                "--baseline",
-                str(baseline),
-                "--only",
-                SUBSET,
-                "--jobs",
-                "2",
-            )
+            done = gate_against(program)
             assert done.returncode == 0, done.stdout + done.stderr
             assert "count gate: every count within 1.0%" in done.stdout
             changes = _changes(done.stdout)
@@ -122,19 +130,8 @@ def test_an_unchanged_build_stays_green_ten_times_on_a_busy_machine(
 def test_three_percent_more_work_in_a_hot_path_turns_the_gate_red_every_time(
     program: tuple[Path, Path], extra_work: str, rises: set[str]
 ) -> None:
-    built, baseline = program
     for _ in range(3):
-        done = gate(
-            "--program",
-            str(built),
-            "--baseline",
-            str(baseline),
-            "--only",
-            SUBSET,
-            "--jobs",
-            "2",
-            extra_work=extra_work,
-        )
+        done = gate_against(program, extra_work)
         assert done.returncode == 1, done.stdout + done.stderr
         assert "count gate: RED" in done.stderr
         changes = _changes(done.stdout)
