@@ -16,7 +16,8 @@
 //!   `tools::merge::{probe, steps, survey, rewrite, write, ids, names, ranks, record,
 //!   tests}`), `tools::summary` (where each rank's GPU time went:
 //!   `tools::summary::{events, exact, hta, report}`), `tools::diff` (`diff`'s one read per
-//!   file for its summary and operators: `tools::diff::read`; `diff --rules hta`'s side
+//!   file for its summary, operators and steps: `tools::diff::read`; each step's GPU busy
+//!   time and counts: `tools::diff::steps`; `diff --rules hta`'s side
 //!   over summary's `hta` reading: `tools::diff::hta`), `tools::parquet`
 //!   (trace files as one Parquet dataset: `tools::parquet::{rows, runs, table, ops}`),
 //!   `tools::ops`

@@ -207,7 +207,7 @@ fn reading_tool(name: &str, paths: &[PathBuf]) -> Result<String> {
         "diff" => {
             let runs = [vec![paths[0].clone()], vec![paths[1].clone()]];
             let found = diff::read::read_runs(&runs, 1, &mut quiet_unit)?;
-            let groups: usize = found.operators.iter().map(|(_, g)| g.len()).sum();
+            let groups: usize = found.files.iter().map(|f| f.operators.len()).sum();
             let events: u64 = found.ranks.iter().flatten().map(|r| r.events).sum();
             format!("{events} events, {groups} operator groups")
         }

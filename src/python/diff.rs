@@ -1,7 +1,8 @@
 //! `kinetrace diff`'s native side for Python, each read with the GIL released and Ctrl-C
 //! answered between waits: `diff_read`, both sides read once per file for their summaries
 //! and their operators grouped by (name, `Input Dims`, `Input type`) with their self CPU
-//! time and own GPU time (`crate::tools::diff::read`), and `diff_hta_side`, one side of
+//! time and own GPU time, and each step's GPU busy time and counts
+//! (`crate::tools::diff::read`, `crate::tools::diff::steps`), and `diff_hta_side`, one side of
 //! `--rules hta` (`crate::tools::diff::hta`).
 
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use super::summary::rank_dict;
 use crate::read::attribution::groups::Group;
 use crate::tools::diff::hta;
 use crate::tools::diff::read::read_runs;
+use crate::tools::diff::steps::{RankSteps, DIRECTIONS};
 
 /// The operator groups of one file as a list of dicts with the fields of `_OperatorGroup`
 /// in `_kinetrace.pyi`, in order of first instance.
@@ -35,17 +37,39 @@ fn groups_list<'py>(py: Python<'py>, file: Vec<Group>) -> PyResult<Bound<'py, Py
     Ok(groups)
 }
 
+/// The figures of each step of one file as the dict `_RankSteps` of `_kinetrace.pyi`.
+fn steps_dict<'py>(py: Python<'py>, found: RankSteps) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let (names, kinds): (Vec<String>, Vec<&str>) = found.names.into_iter().unzip();
+    d.set_item("names", names)?;
+    d.set_item("kinds", kinds)?;
+    d.set_item("directions", DIRECTIONS.to_vec())?;
+    let steps = PyList::empty(py);
+    for step in found.steps {
+        let (ids, counts): (Vec<u32>, Vec<u32>) = step.launched.into_iter().unzip();
+        let s = PyDict::new(py);
+        s.set_item("gpu_busy_ns", step.gpu_busy_ns)?;
+        s.set_item("names", ids)?;
+        s.set_item("counts", counts)?;
+        s.set_item("memcpy_bytes", step.memcpy_bytes.to_vec())?;
+        steps.append(s)?;
+    }
+    d.set_item("steps", steps)?;
+    Ok(d)
+}
+
 /// Reads the trace files of `runs` (each a list of files, one rank each), every file once
-/// and `threads` files at once, for both `summarize`'s figures and the operators: per run
-/// the list `summarize(run, "exact", threads)` gives (the same warnings for a trace damaged
-/// after some events, the same errors), and a dict from each file (as the ranks' `source`
-/// name it) to its operator groups (`groups_list`) as far as the file reads.
+/// and `threads` files at once, for `summarize`'s figures, the operators and the steps:
+/// per run the list `summarize(run, "exact", threads)` gives (the same warnings for a
+/// trace damaged after some events, the same errors), and two dicts from each file (as the
+/// ranks' `source` name it): to its operator groups (`groups_list`) and to its steps'
+/// figures (`steps_dict`), as far as the file reads.
 #[pyfunction]
 fn diff_read<'py>(
     py: Python<'py>,
     runs: Vec<Vec<PathBuf>>,
     threads: usize,
-) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>)> {
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>, Bound<'py, PyDict>)> {
     let started = std::time::Instant::now();
     let found = detached(py, |interrupted| {
         read_runs(&runs, threads, &mut || interrupted())
@@ -59,11 +83,13 @@ fn diff_read<'py>(
         }
         ranks.append(out)?;
     }
-    let operators = PyDict::new(py);
-    for (path, groups) in found.operators {
-        operators.set_item(path.as_os_str(), groups_list(py, groups)?)?;
+    let (operators, steps) = (PyDict::new(py), PyDict::new(py));
+    for file in found.files {
+        let key = file.path.as_os_str();
+        operators.set_item(key, groups_list(py, file.operators)?)?;
+        steps.set_item(key, steps_dict(py, file.steps)?)?;
     }
-    Ok((ranks, operators))
+    Ok((ranks, operators, steps))
 }
 
 /// The count and total `dur` (µs) per event name of one rank (default the first) in one

@@ -88,6 +88,8 @@ pub(crate) struct ArgTexts<'a> {
     pub(crate) external_id: Option<&'a [u8]>,
     pub(crate) sequence: Option<&'a [u8]>,
     pub(crate) device: Option<&'a [u8]>,
+    /// A memory activity's size (`diff`'s bytes copied per step).
+    pub(crate) bytes: Option<&'a [u8]>,
     /// `args` is an object the scanner read to its end (else the members above are those
     /// met before it gave up: none where `args` is missing or not an object).
     pub(crate) whole: bool,
@@ -105,6 +107,7 @@ impl<'a> ArgTexts<'a> {
             b"External id" => out.external_id = Some(value),
             b"Sequence number" => out.sequence = Some(value),
             b"device" => out.device = Some(value),
+            b"bytes" => out.bytes = Some(value),
             _ => {}
         });
         out.whole = read.is_some();

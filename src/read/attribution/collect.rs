@@ -317,6 +317,9 @@ pub(crate) struct Collected {
     pub(crate) flow_starts: Vec<i64>,
     /// (flow `id`, thread) of `ac2g` ends, in file order (the last end of an `id` counts).
     pub(crate) flow_ends: Vec<(i64, u32)>,
+    /// (index into `gpu`, `args.bytes`) of the activities whose category names memory and
+    /// that have a whole number of bytes, ascending (`diff`'s bytes copied per step).
+    pub(crate) memory_bytes: Vec<(u32, i64)>,
     /// The runtime events left out of `runtime` that `summary` reads a launch time of.
     pub(crate) other_launches: Vec<OtherLaunch>,
     /// Whether the first launching runtime call carries `correlation` (else `External id`
@@ -342,6 +345,8 @@ struct ArgsRead {
     external_id: Option<i64>,
     sequence: Option<i64>,
     device: Option<i64>,
+    /// A memory activity's `bytes`.
+    bytes: Option<i64>,
     /// `args.stream` as `summary` reads it: -1 where missing or `args` was not read whole.
     stream: i64,
     /// [`ARGS_WHOLE`] where `args` was read whole.
@@ -375,6 +380,7 @@ fn read_args(ev: &Event<'_>, texts: Option<&mut HashSet<Arc<str>, Fast>>) -> Arg
             external_id: a.external_id.and_then(whole_number),
             sequence: a.sequence.and_then(whole_number),
             device: a.device.and_then(whole_number),
+            bytes: a.bytes.and_then(whole_number),
             stream: a.summary_stream(),
             whole: if a.whole { ARGS_WHOLE } else { 0 },
             op: OpArgs::default(),
@@ -529,6 +535,10 @@ impl Collected {
     fn gpu_event(&mut self, ev: &Event<'_>, cat: &str, start: i64, end: i64) {
         let args = read_args(ev, None);
         let (name, thread) = (self.name_id(ev.name), self.thread_id(ev.thread_key));
+        let memory = is_memory_category(cat);
+        if let (true, Some(bytes)) = (memory, args.bytes) {
+            self.memory_bytes.push((self.gpu.len() as u32, bytes));
+        }
         let device = args
             .device
             .map_or(NONE, |d| small_index(&mut self.device_ids, d));
@@ -547,7 +557,7 @@ impl Collected {
         }
         let (correlation, external_id, mut flags) = pack(args.correlation, args.external_id);
         flags |= args.whole;
-        if is_memory_category(cat) {
+        if memory {
             flags |= MEMORY_CATEGORY;
         }
         self.gpu_links.push(GpuLink {

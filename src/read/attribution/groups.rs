@@ -71,16 +71,16 @@ pub(crate) fn groups(a: &Attribution) -> Vec<Group> {
 }
 
 /// The groups of the trace `scan` reads, with what `scan` returns and what `records` makes
-/// of the records read before the call tree is built from them: `scan` is handed the
-/// attribution's visitor to feed, alone or beside others (`diff` reads each file once, and
-/// makes its summary's figures of these records: one record set for both). A trace
-/// damaged after some events gives the groups of what was read.
+/// of it and of the records read, before the call tree is built from them: `scan` is
+/// handed the attribution's visitor to feed, alone or beside others (`diff` reads each
+/// file once, and makes its summary's figures and its steps' of these records: one record
+/// set for all). A trace damaged after some events gives the groups of what was read.
 pub(crate) fn grouped<T, R>(
     scan: impl FnOnce(&mut dyn Visitor) -> Result<T>,
-    records: impl FnOnce(&Collected) -> R,
+    records: impl FnOnce(&T, &Collected) -> R,
 ) -> Result<(T, R, Vec<Group>)> {
     let mut collected = Collected::new(Keep::Groups);
     let read = scan(&mut collected)?;
-    let made = records(&collected);
+    let made = records(&read, &collected);
     Ok((read, made, groups(&tree::build(collected))))
 }

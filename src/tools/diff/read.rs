@@ -13,17 +13,26 @@ use crate::error::Result;
 use crate::read::attribution::groups::{grouped, Group};
 use crate::read::events::{scan_trace, ReadOptions, Tee};
 use crate::read::sources::{Reader, Sources};
+use crate::tools::diff::steps::{step_figures, RankSteps};
 use crate::tools::summary::events::Collected;
 use crate::tools::summary::exact::{self, Attributed};
 use crate::tools::summary::report::RankSummary;
 use crate::tools::summary::{ranked, Figured, Read};
 
 /// What `diff` has of its runs: per run the summaries of its ranks (as `summarize` gives
-/// them), and per file read its operator groups.
+/// them), and per file read its operator groups and its steps' figures.
 #[derive(Debug)]
 pub(crate) struct Runs {
     pub(crate) ranks: Vec<Vec<RankSummary>>,
-    pub(crate) operators: Vec<(PathBuf, Vec<Group>)>,
+    pub(crate) files: Vec<FileRead>,
+}
+
+/// What one file gave beside its summary.
+#[derive(Debug)]
+pub(crate) struct FileRead {
+    pub(crate) path: PathBuf,
+    pub(crate) operators: Vec<Group>,
+    pub(crate) steps: RankSteps,
 }
 
 /// One read of `path` fed to both visitors. A trace damaged after some events gives both
@@ -32,19 +41,30 @@ fn read_one(
     path: &Path,
     options: ReadOptions,
     reading: &mut dyn FnMut(u64) -> Result<()>,
-) -> Result<(Figured, Vec<Group>)> {
+) -> Result<(Figured, FileRead)> {
     // On this reader's thread (two threads a file, see `read_runs`). The summary's visitor
-    // keeps the steps only: its figures are made of the attribution's records (one record
-    // set per activity, not two), before the call tree is built from them.
-    let (read, figures, groups) = grouped(
+    // keeps the steps only: its figures and the steps' are made of the attribution's
+    // records (one record set per activity, not two), before the call tree is built.
+    let (read, (figures, steps), operators) = grouped(
         |operators| {
             let mut summary = Collected::without_gpu();
             let end = scan_trace(path, &mut Tee(&mut summary, operators), reading, options)?;
             Read::of(path, summary, end)
         },
-        |records| exact::figures(&Attributed::new(records)),
+        |read, records| {
+            let activities = Attributed::new(records);
+            let slices: Vec<(Option<i64>, i64)> =
+                read.collected.steps.iter().map(|s| (s.1, s.2)).collect();
+            let steps = step_figures(&slices, &activities, &records.memory_bytes);
+            (exact::figures(&activities), steps)
+        },
     )?;
-    Ok((read.figured_as(path, figures), groups))
+    let file = FileRead {
+        path: path.to_path_buf(),
+        operators,
+        steps,
+    };
+    Ok((read.figured_as(path, figures), file))
 }
 
 /// Reads the files of `runs` on up to `threads` threads; `progress` is called on the
@@ -70,7 +90,7 @@ pub(crate) fn read_runs(
     let options = sources.read_options;
     let work =
         |i: usize, reader: &Reader<'_, _>| read_one(&files[i], options, &mut reader.reading());
-    let (figured, operators): (Vec<Figured>, Vec<Vec<Group>>) = sources
+    let (figured, files): (Vec<Figured>, Vec<FileRead>) = sources
         .each(&work, &mut |_| progress())?
         .into_iter()
         .unzip();
@@ -78,10 +98,7 @@ pub(crate) fn read_runs(
         .iter()
         .map(|run| ranked(run, run.iter().map(|p| figured[index[p]].clone()).collect()))
         .collect::<Result<_>>()?;
-    Ok(Runs {
-        ranks,
-        operators: files.into_iter().zip(operators).collect(),
-    })
+    Ok(Runs { ranks, files })
 }
 
 #[cfg(test)]
@@ -91,6 +108,7 @@ mod tests {
     use crate::read::attribution::groups::groups;
     use crate::tools::summary::events::Rules;
     use crate::tools::summary::summarize;
+    use std::collections::HashMap;
 
     fn no_progress() -> impl FnMut() -> Result<()> {
         || Ok(())
@@ -135,9 +153,14 @@ mod tests {
             got.ranks[0].iter().map(|r| r.rank).collect::<Vec<_>>(),
             [0, 1]
         );
-        let files: Vec<&PathBuf> = got.operators.iter().map(|(p, _)| p).collect();
+        let files: Vec<&PathBuf> = got.files.iter().map(|f| &f.path).collect();
         assert_eq!(files, [&a1, &a0, &b]);
-        for (path, found) in &got.operators {
+        for FileRead {
+            path,
+            operators: found,
+            ..
+        } in &got.files
+        {
             let a = attribute(path, ReadOptions::default(), &mut |_| Ok(())).unwrap();
             assert_eq!(found, &groups(&a));
             let mm = found.iter().find(|g| g.name == "aten::mm").unwrap();
@@ -200,11 +223,94 @@ mod tests {
         .unwrap();
         assert_eq!(got.ranks[0][0].warnings, alone[0].warnings);
         assert!(got.ranks[0][0].warnings[0].contains("summarised up to there"));
-        assert_eq!(got.operators[0].1[1].name, "aten::mm");
+        assert_eq!(got.files[0].operators[1].name, "aten::mm");
         let empty = scratch.join("empty.json");
         std::fs::write(&empty, "{\"traceEvents\": [").unwrap();
         let err = read_runs(&[vec![cut], vec![empty.clone()]], 2, &mut no_progress());
         let want = summarize(&[empty], Rules::Exact, 1, &mut no_progress()).unwrap_err();
         assert_eq!(err.unwrap_err().to_string(), want.to_string());
+    }
+
+    /// Two steps; step 1 launches k1, k2 and a memcpy that starts after step 2's window
+    /// opens; step 2 launches k1 and k3; a collective without a correlation runs inside
+    /// step 2's window.
+    const STEPS_TRACE: &str = r#"{"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+ {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 100, "dur": 100},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2, "args": {"correlation": 1}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 2, "args": {"correlation": 2}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 30, "dur": 2, "args": {"correlation": 3}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 2, "args": {"correlation": 4}},
+ {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 120, "dur": 2, "args": {"correlation": 5}},
+ {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 50, "dur": 30, "args": {"stream": 7, "correlation": 1}},
+ {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 8, "ts": 70, "dur": 40, "args": {"stream": 8, "correlation": 2}},
+ {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 9, "ts": 115, "dur": 10, "args": {"stream": 9, "correlation": 3, "bytes": 4096}},
+ {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 130, "dur": 30, "args": {"stream": 7, "correlation": 4}},
+ {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 10, "ts": 150, "dur": 5, "args": {"stream": 10}},
+ {"ph": "X", "cat": "kernel", "name": "k3", "pid": 0, "tid": 7, "ts": 160, "dur": 10, "args": {"stream": 7, "correlation": 5}},
+ {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 9, "ts": 300, "dur": 1, "args": {"stream": 9, "bytes": 64}}
+]}"#;
+
+    fn read_steps(text: &str) -> RankSteps {
+        let scratch = crate::testing::scratch("diff-steps");
+        let path = scratch.join("t.json");
+        std::fs::write(&path, text).unwrap();
+        let mut found = read_runs(&[vec![path]], 1, &mut || Ok(())).unwrap();
+        found.files.remove(0).steps
+    }
+
+    fn counted(found: &RankSteps, step: usize) -> Vec<(&str, u32)> {
+        let mut out: Vec<(&str, u32)> = found.steps[step]
+            .launched
+            .iter()
+            .map(|&(id, n)| (found.names[id as usize].0.as_str(), n))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn windows_busy_time_counts_and_bytes_follow_the_rules() {
+        let found = read_steps(STEPS_TRACE);
+        // Windows: step 1 from 50 µs (its first activity) to 130 µs (step 2's first),
+        // step 2 to 170 µs (the end of its last own). Busy: [50, 110) and [115, 125) in
+        // the first, [130, 170) in the second.
+        let busy: Vec<Option<i64>> = found.steps.iter().map(|s| s.gpu_busy_ns).collect();
+        assert_eq!(busy, [Some(70_000), Some(40_000)]);
+        // The memcpy is step 1's (its launch), though it runs in step 2's window; the
+        // collective has no launch: the window its start falls in (step 2's).
+        assert_eq!(
+            counted(&found, 0),
+            [
+                ("Memcpy HtoD (Pageable -> Device)", 1),
+                ("k1", 1),
+                ("k2", 1)
+            ]
+        );
+        assert_eq!(
+            counted(&found, 1),
+            [("k1", 1), ("k3", 1), ("ncclDevKernel_AllReduce", 1)]
+        );
+        assert_eq!(found.steps[0].memcpy_bytes, [4096, 0, 0, 0]);
+        // The memset at 300 µs is after the last window: no step's, and no memcpy.
+        assert_eq!(found.steps[1].memcpy_bytes, [0; 4]);
+        let kinds: HashMap<&str, &str> =
+            found.names.iter().map(|(n, k)| (n.as_str(), *k)).collect();
+        assert_eq!(kinds["ncclDevKernel_AllReduce"], "COMMUNICATION");
+        assert_eq!(kinds["Memcpy HtoD (Pageable -> Device)"], "MEMORY");
+    }
+
+    #[test]
+    fn a_step_that_launched_nothing_has_no_window() {
+        let text = STEPS_TRACE.replace(
+            r#" {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#2""#,
+            r#" {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 400, "dur": 10},
+ {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#2""#,
+        );
+        let found = read_steps(&text);
+        let busy: Vec<Option<i64>> = found.steps.iter().map(|s| s.gpu_busy_ns).collect();
+        // File order: steps 1, 3, 2; step 3 (at 400 µs) launched nothing.
+        assert_eq!(busy, [Some(70_000), None, Some(40_000)]);
+        assert!(found.steps[1].launched.is_empty());
     }
 }

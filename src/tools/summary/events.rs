@@ -123,8 +123,9 @@ pub(crate) struct Collected {
     pub(crate) gpu: Vec<GpuRow>,
     /// `exact`: correlation -> start (ns) of its first launch.
     pub(crate) launches: HashMap<i64, i64>,
-    /// `ProfilerStep#N` CPU slices in file order: (name, dur in ns).
-    pub(crate) steps: Vec<(String, i64)>,
+    /// `ProfilerStep#N` CPU slices in file order: (name, start in ns where `ts` is a
+    /// number, dur in ns).
+    pub(crate) steps: Vec<(String, Option<i64>, i64)>,
     pub(crate) hta_rows: Vec<HtaRow>,
     /// `hta`: some event's `ts` is missing or not an integer (HTA then rounds times).
     pub(crate) float_ts: bool,
@@ -275,8 +276,8 @@ impl Visitor for Collected {
             && ev.cat != Some("gpu_user_annotation")
         {
             if let Some(dur) = ns_of(ev.value_text(SLOT_DUR)) {
-                self.steps
-                    .push((String::from_utf8_lossy(ev.name).into_owned(), dur));
+                let name = String::from_utf8_lossy(ev.name).into_owned();
+                self.steps.push((name, ns_of(ev.value_text(SLOT_TS)), dur));
             }
         }
         match self.rules {

@@ -129,7 +129,7 @@ impl Read {
             steps: c
                 .steps
                 .iter()
-                .map(|(n, d)| (n.clone(), report::us(*d)))
+                .map(|(n, _, d)| (n.clone(), report::us(*d)))
                 .collect(),
             events: c.events,
             json_bytes: self.json_bytes,
