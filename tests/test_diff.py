@@ -27,6 +27,7 @@ from kinetrace._tools.diff_stats import (
     percentile,
 )
 from support.cli import run
+from support.gpu_traces import gpu_run
 from support.profiles import sides_in_turns
 from support.recorders import record_in_processes
 
@@ -118,7 +119,8 @@ def test_the_runs_bootstrap_counts_the_spread_between_runs():
     speed between processes): one of BASE's, three of NEW's. Pooled, the steps look like a
     sure +20% (the rank test's p < 0.001, the steps' interval +17.6 to +19.8%), yet a run
     more or less at either level moves the medians: resampling the runs first covers 0, its
-    p-value is far from significant, and the verdict is "~"."""
+    p-value is far from significant, and the verdict is "unknown": four runs a side cannot
+    tell, and many more would be needed to."""
     base = [[level + i % 3 for i in range(10)] for level in (100.0, 100.0, 100.0, 120.0)]
     new = [[level + i % 3 for i in range(10)] for level in (100.0, 120.0, 120.0, 120.0)]
     pooled = ([d for run in base for d in run], [d for run in new for d in run])
@@ -131,7 +133,12 @@ def test_the_runs_bootstrap_counts_the_spread_between_runs():
     assert boot.p_value > 0.05
     v = compare_runs(base, new)
     assert (v.p_value, v.test) == (boot.p_value, "bootstrap")
-    assert (v.verdict, v.significant, v.ci_low_pct) == ("~", False, low)
+    assert (v.verdict, v.significant, v.ci_low_pct) == ("unknown", False, low)
+    # The interval's low end must come above 0: its reach below the change shrinks as
+    # 1/sqrt(runs), so about 4 x ((change - low) / change)^2 runs a side, more than 4.
+    assert v.change_pct is not None
+    want = math.ceil(4 * ((v.change_pct - low) / v.change_pct) ** 2)
+    assert v.needed_unit == "runs" and v.needed == max(5, want), v
     # Constant runs: every resample has the side's median, the interval is the change, and
     # no resample is on the other side of 0: the smallest p the resamples can give.
     constant = bootstrap_runs_change([[100.0] * 5] * 3, [[110.0] * 5] * 2, resamples=999)
@@ -173,26 +180,43 @@ def test_a_trace_against_itself_changes_nothing(profiles, capsys):
     result = kinetrace.diff(base, base, runs=True)
     v = result.verdict
     assert (result.base_runs, v.base_steps, v.new_steps) == (RUNS, RUNS * STEPS, RUNS * STEPS)
-    assert (v.change_pct, v.test, v.verdict, v.significant) == (0, "bootstrap", "~", False)
+    assert (v.change_pct, v.test, v.significant) == (0, "bootstrap", False)
+    # The same runs on both sides: never a change; "same" when the interval fits in ±2%,
+    # "unknown" when the runs spread wider than that.
+    assert v.verdict in ("same", "unknown"), v
     assert v.p_value is not None and v.p_value > 0.5  # the runs' bootstrap, centred on 0
     assert [r.steps.change_pct for r in result.ranks] == [0]
     assert all(c.change_us == 0 for r in result.ranks for c in r.breakdown)
     assert all(k.change_us == 0 for k in result.kernels)
     assert run("diff", "--runs", base, base, "--fail-above", "0.1") == status.DONE == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("job step time: ~ (not significant), +0.0%")
+    # CPU profiles: no GPU verdict, so the CPU's gates, named first.
+    assert result.gate == "cpu" and result.gpu is None
+    assert re.match(r"job step time \(gates\): (same \(within ±2%\)|unknown .*), \+0\.0%", out[0])
+    assert "job GPU time per step: none (a side has no GPU activity in its steps)" in out
+    assert any(line.startswith("counts per step: unchanged") for line in out)
 
 
-def test_an_added_operator_is_a_significant_regression(profiles, capsys):
+def test_an_added_operator_is_a_regression_or_unknown_never_faster(profiles, capsys):
+    """A real +13% (measured +16.6 to +18.2% with 100 runs a side): under any load the CPU
+    verdict is "slower" or, where a busy machine hid it, "unknown" (measured once beside a
+    loaded CI run: +22.7%, p = 0.048); never "faster" or "same". What load cannot move is
+    asserted exactly: the added product is a new operator, once per step."""
     base, new = profiles
-    v = kinetrace.diff(base, new, runs=True).verdict
-    assert v.verdict == "slower" and v.significant, v
-    assert v.ci_low_pct is not None and v.ci_low_pct > 0, v
-    # The runs' bootstrap: its p counts resamples on the far side of 0, 2/2001 at least.
-    assert v.test == "bootstrap" and v.p_value is not None and v.p_value < 0.01, v
-    assert run("diff", "--runs", base, new, "--fail-above", "5") == status.REGRESSION == 3
-    assert capsys.readouterr().out.startswith("job step time: NEW is slower")
-    # Read the other way round it is faster, which is no regression.
+    result = kinetrace.diff(base, new, runs=True)
+    v = result.verdict
+    assert v.verdict in ("slower", "unknown"), v
+    assert v.change_pct is not None and v.change_pct > 0, v
+    added = [o for o in result.operators if o.status == "new" and o.name == "aten::mm"]
+    assert [(o.input_dims, o.base_count) for o in added] == [
+        (f"[[{EXTRA},{EXTRA}],[{EXTRA},{EXTRA}]]", 0)
+    ]
+    assert added[0].new_count == pytest.approx(1.0, rel=1e-9)  # a mean over 100 x 6 steps
+    code = run("diff", "--runs", base, new, "--fail-above", "5")
+    regression = v.verdict == "slower" and v.change_pct > 5
+    assert code == (status.REGRESSION if regression else status.DONE)
+    assert capsys.readouterr().out.startswith("job step time (gates): ")
+    # Read the other way round it is never slower, so never a regression.
     assert run("diff", "--runs", new, base, "--fail-above", "5") == status.DONE
 
 
@@ -203,7 +227,7 @@ def test_outputs(profiles, capsys):
     assert max(len(line) for line in text) <= WIDTH
     assert run("diff", "--runs", base, new, "--markdown") == status.DONE
     md = capsys.readouterr().out.splitlines()
-    assert md[0].startswith("**kinetrace diff**: job step time: NEW is slower")
+    assert md[0].startswith("**kinetrace diff**: job step time (gates): ")
     assert len(md) <= MARKDOWN_LINES
 
 
@@ -215,44 +239,14 @@ def _keys(value: object) -> set[str]:
     return set()
 
 
-def _gpu_trace(path: Path) -> Path:
-    """Six steps of one kernel each: a diff with every key (ranks, breakdown, kernels)."""
-    events = []
-    for i in range(6):
-        ts = 100 * i
-        events.append(
-            {
-                "ph": "X",
-                "name": f"ProfilerStep#{i}",
-                "cat": "user_annotation",
-                "ts": ts,
-                "dur": 90,
-                "pid": 1,
-                "tid": 1,
-            }
-        )
-        events.append(
-            {
-                "ph": "X",
-                "name": "k",
-                "cat": "kernel",
-                "ts": ts + 5,
-                "dur": 50,
-                "pid": 0,
-                "tid": 7,
-                "args": {"stream": 7},
-            }
-        )
-    path.write_text(json.dumps({"traceEvents": events}))
-    return path
-
-
 def test_every_json_key_is_in_docs_diff_md(profiles, tmp_path, capsys):
     base, new = profiles
     assert run("diff", "--runs", base, new, "--json") == status.DONE
     keys = _keys(json.loads(capsys.readouterr().out))
-    gpu = _gpu_trace(tmp_path / "gpu.json")
-    assert run("diff", gpu, gpu, "--json") == status.DONE
+    # GPU runs with a kernel added: the GPU verdict, the counts that changed.
+    gpu = gpu_run(tmp_path / "gpu.json", steps=6)
+    more = gpu_run(tmp_path / "more.json", steps=6, seed=1, extra="k_extra")
+    assert run("diff", gpu, more, "--json") == status.DONE
     keys |= _keys(json.loads(capsys.readouterr().out))
     page = (ROOT / "docs" / "diff.md").read_text()
     block = page.split("## The JSON object", 1)[1].split("```", 2)[1]

@@ -292,5 +292,5 @@ def test_ctrl_c_while_the_sides_are_read(tmp_path):
 def test_the_diffs_summary_of_a_real_trace_is_summarizes(path: Path) -> None:
     """``diff`` makes each file's summary of the attribution's records (one record set for
     the figures and the operators): on every real trace it equals ``summarize``'s."""
-    (ranks,), _ = _kinetrace.diff_read([[path]], 2)
+    (ranks,), _, _ = _kinetrace.diff_read([[path]], 2)
     assert ranks == _kinetrace.summarize([str(path)], "exact", 2)

@@ -25,10 +25,12 @@ from kinetrace._kinetrace import __version__
 from kinetrace._tools.check import CheckReport, Example, Finding, TraceInfo, TrackCount, check_trace
 from kinetrace._tools.compress import CompressResult, compress_trace
 from kinetrace._tools.diff import (
+    CountChange,
     DiffResult,
     FigureChange,
     KernelChange,
     OperatorChange,
+    RankCounts,
     RankDiff,
     StepComparison,
     diff,
@@ -99,6 +101,7 @@ __all__ = [
     "Change",
     "CheckReport",
     "CompressResult",
+    "CountChange",
     "DiffResult",
     "Example",
     "ExportHandle",
@@ -126,6 +129,7 @@ __all__ = [
     "ParquetResult",
     "Part",
     "ProfilerAction",
+    "RankCounts",
     "RankDiff",
     "RankSummary",
     "RepairReport",

@@ -494,9 +494,21 @@ class _OperatorGroup(TypedDict):
     top_kernel: str | None
     top_kernel_ns: int | None
 
+class _StepFigures(TypedDict):
+    gpu_busy_ns: int | None
+    names: list[int]
+    counts: list[int]
+    memcpy_bytes: list[int]
+
+class _RankSteps(TypedDict):
+    names: list[str]
+    kinds: list[str]
+    directions: list[str]
+    steps: list[_StepFigures]
+
 def diff_read(
     runs: Sequence[Sequence[str | PathLike[str]]], threads: int
-) -> tuple[list[list[_RankFigures]], dict[str, list[_OperatorGroup]]]: ...
+) -> tuple[list[list[_RankFigures]], dict[str, list[_OperatorGroup]], dict[str, _RankSteps]]: ...
 
 class _ParquetRank(TypedDict):
     source: str

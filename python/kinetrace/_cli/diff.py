@@ -1,6 +1,7 @@
 """``kinetrace diff BASE NEW [--json | --markdown] [--html FILE] [--fail-above PCT]
-[--skip-first N] [--rules exact|hta [--rank R] [--step N]]``: what changed between two runs,
-the verdict on the step time first."""
+[--gate gpu|cpu] [--fail-on-counts] [--same-within PCT] [--skip-first N]
+[--rules exact|hta [--rank R] [--step N]]``: what changed between two runs, the verdict
+that gates first, the other two next."""
 
 from __future__ import annotations
 
@@ -14,13 +15,31 @@ from typing import Any
 from kinetrace._cli.args import add_threads_option, non_negative_int
 from kinetrace._cli.status import DONE, REGRESSION, run_tool
 from kinetrace._text import change_pct, duration, p_value, signed_duration
-from kinetrace._tools.diff import MIN_STEPS, DiffResult, StepComparison, diff
+from kinetrace._tools.diff import (
+    GATES,
+    MIN_STEPS,
+    SAME_WITHIN_PCT,
+    CountChange,
+    DiffResult,
+    StepComparison,
+    diff,
+)
 from kinetrace._tools.diff_hta import Pick, diff_hta
 from kinetrace._tools.diff_html import write_html
 from kinetrace._tools.diff_names import row_label
 from kinetrace._tools.summary import SummaryWarning
 
-__all__ = ["add_parser", "cmd_diff", "headline", "markdown", "report", "verdict_lines"]
+__all__ = [
+    "add_parser",
+    "cmd_diff",
+    "counts_line",
+    "headline",
+    "markdown",
+    "report",
+    "verdict_lines",
+    "verdict_texts",
+    "verdicts",
+]
 
 PROG = "kinetrace diff"
 
@@ -36,30 +55,96 @@ def _p_is(p: float | None) -> str:
     return f"p{text}" if text.startswith("<") else f"p={text}"
 
 
-def verdict_lines(v: StepComparison, what: str = "step time") -> tuple[str, str]:
-    """The verdict (change, interval, p) and, apart, the medians it is about."""
+def _said(v: StepComparison) -> str:
+    if v.verdict == "same":
+        return f"same (within ±{v.margin_pct:g}%)"
+    if v.verdict == "unknown":
+        return "unknown (these samples cannot tell)"
+    return f"NEW is {v.verdict}"
+
+
+def verdict_lines(v: StepComparison, what: str = "step time") -> tuple[str, list[str]]:
+    """The verdict (change, interval, p) and, apart, what it is about: the medians, and for
+    an ``"unknown"`` the samples that would likely decide it."""
     if v.verdict == "too few steps":
         return (
             f"{what}: no verdict, too few steps ({v.base_steps} in BASE, {v.new_steps} in NEW)",
-            f"at least {MIN_STEPS} per side are needed",
+            [f"at least {MIN_STEPS} per side are needed"],
         )
     assert v.base_median_us is not None and v.new_median_us is not None
-    said = "~ (not significant)" if v.verdict == "~" else f"NEW is {v.verdict}"
+    details = [
+        f"median {duration(v.base_median_us)} -> {duration(v.new_median_us)} "
+        f"({v.base_steps} vs {v.new_steps} steps)"
+    ]
+    if v.needed is not None:
+        details.append(f"about {v.needed:,} {v.needed_unit} a side would likely decide it")
     return (
-        f"{what}: {said}, {change_pct(v.change_pct)} "
+        f"{what}: {_said(v)}, {change_pct(v.change_pct)} "
         f"[{change_pct(v.ci_low_pct)}, {change_pct(v.ci_high_pct)}] "
         f"{_p_is(v.p_value)}",
-        f"median {duration(v.base_median_us)} -> {duration(v.new_median_us)} "
-        f"({v.base_steps} vs {v.new_steps} steps)",
+        details,
     )
 
 
-def _rank_rows(result: DiffResult) -> list[str]:
+#: What each time verdict is about, as its line names it.
+GPU_WHAT = "job GPU time per step"
+CPU_WHAT = "job step time"
+
+
+def verdicts(result: DiffResult) -> list[tuple[str, list[str]]]:
+    """The three verdicts, each a line and its details, the one that gates first (named
+    so)."""
+    if result.gpu is not None:
+        line, details = verdict_lines(result.gpu, GPU_WHAT)
+        gpu = (line, [*details, "per step, the largest rank's GPU busy time"])
+    else:
+        gpu = (f"{GPU_WHAT}: none (a side has no GPU activity in its steps)", [])
+    line, details = verdict_lines(result.verdict, CPU_WHAT)
+    cpu = (line, [*details, "the job's step is its slowest rank's"])
+    times = [gpu, cpu] if result.gate == "gpu" else [cpu, gpu]
+    (first, details), other = times
+    what, rest = first.split(": ", 1)
+    return [(f"{what} (gates): {rest}", details), other, (counts_line(result), [])]
+
+
+def counts_line(result: DiffResult) -> str:
+    """The counts' verdict: what changed per step (exact), or that nothing did."""
+    changed = [(r, c) for r in result.counts for c in r.changes]
+    if not result.counts or not any(r.base_steps and r.new_steps for r in result.counts):
+        return "counts per step: none (no step on a side)"
+    if not changed:
+        return "counts per step: unchanged (GPU launches by name, memcpy bytes; exact)"
+    ranks = len({r.rank for r, _ in changed})
+    more = " (more work per step in NEW)" if result.count_regression() else ""
+    first = ", ".join(_count_text(c) for _, c in changed[:3])
+    extra = f", ... ({len(changed) - 3} more)" if len(changed) > 3 else ""
+    return (
+        f"counts per step: {len(changed)} changed on {ranks} rank{'s' if ranks > 1 else ''}"
+        f"{more}: {first}{extra}"
+    )
+
+
+def _fit(line: str) -> str:
+    return line if len(line) <= WIDTH else line[: WIDTH - 3] + "..."
+
+
+def _count_text(c: CountChange) -> str:
+    name = row_label(c.status, c.name, c.new_name)
+    if len(name) > 60:
+        name = name[:57] + "..."
+    unit = " B" if c.what == "memcpy bytes" else ""
+    label = f"{c.name} memcpy bytes" if c.what == "memcpy bytes" else name
+    return f"{label} {c.base_per_step:g}{unit} -> {c.new_per_step:g}{unit}"
+
+
+def _rank_rows(result: DiffResult, gpu: bool = False) -> list[str]:
     lines = [
         f"{'rank':>5}  {'BASE':>11}  {'NEW':>11}  {'change':>7}  {'95% CI':>17}  {'p':>7}  verdict"
     ]
     for r in result.ranks:
-        v = r.steps
+        v = r.gpu if gpu else r.steps
+        if v is None:
+            continue
         label = str(r.rank) if r.rank == r.new_rank else f"{r.rank}/{r.new_rank}"
         ci = (
             f"[{change_pct(v.ci_low_pct)}, {change_pct(v.ci_high_pct)}]"
@@ -72,6 +157,22 @@ def _rank_rows(result: DiffResult) -> list[str]:
             f"{label:>5}  {b:>11}  {n:>11}  {change_pct(v.change_pct):>7}  {ci:>17}  "
             f"{p_value(v.p_value):>7}  {v.verdict}"
         )
+    return lines
+
+
+def _count_rows(result: DiffResult) -> list[str]:
+    lines = [f"{'rank':>5}  {'BASE/step':>14}  {'NEW/step':>14}  what"]
+    for r in result.counts:
+        for c in r.changes[:TOP]:
+            unit = " B" if c.what == "memcpy bytes" else ""
+            name = (
+                f"{c.name} memcpy bytes"
+                if c.what == "memcpy bytes"
+                else row_label(c.status, c.name, c.new_name)
+            )
+            row = f"{r.rank:>5}  {c.base_per_step:>12g}{unit:2}  {c.new_per_step:>12g}{unit:2}  "
+            room = WIDTH - len(row)
+            lines.append(row + (name if len(name) <= room else name[: room - 3] + "..."))
     return lines
 
 
@@ -127,15 +228,18 @@ def _unmatched(result: DiffResult) -> list[str]:
 
 
 def report(result: DiffResult) -> str:
-    """The terminal report: the job's verdict first, then per rank, the breakdown, kernels."""
-    first, medians = verdict_lines(result.verdict, "job step time")
-    lines = [
-        first,
-        f"  {medians}; the job's step is its slowest rank's",
-        *_unmatched(result),
-    ]
+    """The terminal report: the three verdicts (the one that gates first), then per rank,
+    the counts that changed, the breakdown, kernels, operators."""
+    lines: list[str] = []
+    for line, details in verdicts(result):
+        lines += [_fit(line), *(_fit(f"  {d}") for d in details)]
+    lines += _unmatched(result)
     if result.ranks:
         lines += ["", "Step time per rank (medians):", *_rank_rows(result)]
+    if any(r.gpu is not None for r in result.ranks):
+        lines += ["", "GPU busy time per step, per rank (medians):", *_rank_rows(result, gpu=True)]
+    if any(r.changes for r in result.counts):
+        lines += ["", "Counts per step that changed (exact):", *_count_rows(result)]
     if result.ranks and result.kernels:
         lines += ["", "GPU time per step, per rank:", *_breakdown_rows(result)]
     if result.kernels:
@@ -146,13 +250,15 @@ def report(result: DiffResult) -> str:
     return "\n".join(lines)
 
 
-def _markdown_ranks(result: DiffResult) -> list[str]:
+def _markdown_ranks(result: DiffResult, gpu: bool = False) -> list[str]:
     lines = [
         "| rank | BASE | NEW | change | 95% CI | p | verdict |",
         "|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in result.ranks:
-        v = r.steps
+        v = r.gpu if gpu else r.steps
+        if v is None:
+            continue
         b = "-" if v.base_median_us is None else duration(v.base_median_us)
         n = "-" if v.new_median_us is None else duration(v.new_median_us)
         ci = (
@@ -201,17 +307,47 @@ def _markdown_operators(result: DiffResult) -> list[str]:
     return lines
 
 
+def _markdown_counts(result: DiffResult) -> list[str]:
+    lines = ["| rank | BASE/step | NEW/step | what |", "|---:|---:|---:|---|"]
+    for r in result.counts:
+        for c in r.changes[:TOP]:
+            what = (
+                f"{c.name} memcpy bytes"
+                if c.what == "memcpy bytes"
+                else _md_name(c.status, c.name, c.new_name)
+            )
+            lines.append(f"| {r.rank} | {c.base_per_step:g} | {c.new_per_step:g} | {what} |")
+    return lines
+
+
+def verdict_texts(result: DiffResult) -> list[str]:
+    """The three verdicts, each in one line with its medians, the one that gates first
+    (``--markdown``'s and ``--html``'s)."""
+    return ["; ".join([line, *details]) for line, details in verdicts(result)]
+
+
 def headline(result: DiffResult) -> str:
-    """The verdict and its medians in one line (``--markdown``'s first, ``--html``'s)."""
-    first, medians = verdict_lines(result.verdict, "job step time")
-    return f"{first}; {medians}"
+    """The verdict that gates and its medians in one line (``--markdown``'s first,
+    ``--html``'s)."""
+    return verdict_texts(result)[0]
 
 
 def markdown(result: DiffResult) -> str:
-    """A pull-request comment: the verdict in the first line, at most :data:`MARKDOWN_LINES`."""
-    lines = [f"**kinetrace diff**: {headline(result)}"]
+    """A pull-request comment: the verdict that gates in the first line, the other two
+    next, at most :data:`MARKDOWN_LINES`."""
+    first, *others = verdict_texts(result)
+    lines = [f"**kinetrace diff**: {first}", "", *(f"- {line}" for line in others)]
     if result.ranks:
         lines += ["", "Step time per rank (medians):", "", *_markdown_ranks(result)]
+    if any(r.gpu is not None for r in result.ranks):
+        lines += [
+            "",
+            "GPU busy time per step, per rank (medians):",
+            "",
+            *_markdown_ranks(result, gpu=True),
+        ]
+    if any(r.changes for r in result.counts):
+        lines += ["", "Counts per step that changed (exact):", "", *_markdown_counts(result)]
     if result.kernels:
         lines += [
             "",
@@ -251,10 +387,16 @@ def _diff(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SummaryWarning)
         result = diff(
-            args.base, args.new, runs=args.runs, skip_first=args.skip_first, threads=args.threads
+            args.base,
+            args.new,
+            runs=args.runs,
+            skip_first=args.skip_first,
+            threads=args.threads,
+            gate=args.gate,
+            same_within=args.same_within,
         )
     if args.html:
-        write_html(result, args.html, headline(result))
+        write_html(result, args.html, verdict_texts(result))
     for w in caught:
         print(f"{PROG}: warning: {w.message}", file=sys.stderr)
     if args.json:
@@ -265,14 +407,19 @@ def _diff(args: argparse.Namespace) -> int:
         print(report(result))
     if args.fail_above is not None and result.regression(args.fail_above):
         return REGRESSION
+    if args.fail_on_counts and result.count_regression():
+        return REGRESSION
     return DONE
 
 
 def _diff_hta(args: argparse.Namespace) -> int:
-    if args.runs or args.skip_first or args.fail_above is not None:
+    if args.runs or args.skip_first or args.fail_above is not None or args.fail_on_counts:
         raise ValueError(
-            "--rules hta compares one rank and one step: no --runs, --skip-first or --fail-above"
+            "--rules hta compares one rank and one step: no --runs, --skip-first, "
+            "--fail-above or --fail-on-counts"
         )
+    if args.gate is not None or args.same_within != SAME_WITHIN_PCT:
+        raise ValueError("--rules hta gives no verdict: no --gate or --same-within")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SummaryWarning)
         result = diff_hta(args.base, args.new, rank=args.rank, step=args.step, threads=args.threads)
@@ -310,14 +457,20 @@ def add_parser(subparsers: Any) -> None:
         "diff",
         help="what changed between two runs: the step time's verdict, then where it went",
         description=(
-            "Compare two runs, each a trace file (.json or gzip) or a folder of ranks: the "
-            "step time (each ProfilerStep a sample; medians, change, 95%% bootstrap interval, "
-            "Mann-Whitney p, the bootstrap's with --runs; '~' when not significant) for the "
-            "job and per rank, then per step the GPU time breakdown and the GPU activities "
-            "with the largest change. "
+            "Compare two runs, each a trace file (.json or gzip) or a folder of ranks. Three "
+            "verdicts for the job and per rank: the GPU busy time of each step (on the GPU's "
+            "clock, each step's window from its first launched activity to the next step's), "
+            "the CPU step time (each ProfilerStep a sample), each with medians, change, 95%% "
+            "bootstrap interval, Mann-Whitney p (the bootstrap's with --runs) and a verdict: "
+            "slower, faster, same (the interval within --same-within) or unknown (with about "
+            "how many runs or steps a side would decide it); and the counts per step (GPU "
+            "activities launched by name, memcpy bytes by direction), exact. Then the GPU "
+            "time breakdown, GPU activities and operators with the largest change. The first "
+            "line is the verdict that gates. "
             "Exit status: 0 done, 1 failed (a file is not a trace, two files of one rank), "
-            f"2 an unreadable input or a usage error, {REGRESSION} with --fail-above when NEW "
-            "is significantly slower by more than PCT (kinetrace --help has the table)."
+            f"2 an unreadable input or a usage error, {REGRESSION} with --fail-above when the "
+            "gating verdict is slower by more than PCT, or with --fail-on-counts when NEW does "
+            "more per step (kinetrace --help has the table)."
         ),
     )
     parser.add_argument("base", metavar="BASE", help="the run compared against")
@@ -330,12 +483,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="FILE",
         help="also write a self-contained HTML page (a waterfall of the change, the step times)",
     )
-    parser.add_argument(
-        "--fail-above",
-        type=_percent,
-        metavar="PCT",
-        help=f"exit {REGRESSION} when NEW's step time is significantly slower by more than PCT %%",
-    )
+    _add_verdict_options(parser)
     parser.add_argument(
         "--runs",
         action="store_true",
@@ -362,3 +510,35 @@ def add_parser(subparsers: Any) -> None:
     )
     add_threads_option(parser, 1024, "threads reading the files, two a file")
     parser.set_defaults(func=cmd_diff)
+
+
+def _add_verdict_options(parser: argparse.ArgumentParser) -> None:
+    """The options that pick the verdict that gates and fail the job on it."""
+    parser.add_argument(
+        "--fail-above",
+        type=_percent,
+        metavar="PCT",
+        help=f"exit {REGRESSION} when the gating verdict is slower (significantly) by more "
+        "than PCT %%",
+    )
+    parser.add_argument(
+        "--gate",
+        choices=GATES,
+        help="the time verdict that gates (first line, --fail-above): the GPU busy time per "
+        "step or the CPU step time (default: gpu where both sides have GPU activities in "
+        "their steps, else cpu)",
+    )
+    parser.add_argument(
+        "--fail-on-counts",
+        action="store_true",
+        help=f"exit {REGRESSION} when NEW does more per step on a rank: a new GPU activity, "
+        "more launches of one, more bytes copied between host and device",
+    )
+    parser.add_argument(
+        "--same-within",
+        type=_percent,
+        default=SAME_WITHIN_PCT,
+        metavar="PCT",
+        help="the equivalence margin: a time is 'same' when its whole 95%% interval lies "
+        "within +-PCT %% (default %(default)g)",
+    )

@@ -79,8 +79,10 @@ TABLE: tuple[tuple[str, str], ...] = (
     ),
     (
         str(REGRESSION),
-        "diff --fail-above PCT: NEW's step time is significantly slower than BASE's by more "
-        "than PCT %",
+        "diff --fail-above PCT: the verdict that gates (GPU time per step or step time) "
+        "is significantly slower than BASE's by more than PCT %; diff --fail-on-counts: "
+        "NEW does more per step (a new GPU activity, more launches, more host <-> device "
+        "bytes)",
     ),
     ("128+N", f"stopped by signal N: {INTERRUPTED} Ctrl-C, 143 SIGTERM, 129 SIGHUP"),
     (str(CLOSED_STDOUT), "stdout was closed (the reader of a pipe, such as head, stopped)"),

@@ -12,6 +12,7 @@ paired (:mod:`kinetrace._tools.diff_names`).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -23,14 +24,24 @@ from kinetrace._tools.diff_hta import HtaDiff, Pick, diff_hta
 from kinetrace._tools.diff_names import family, pair_renames
 from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_runs
 from kinetrace._tools.diff_stats import bootstrap_runs_change, mann_whitney, median
+from kinetrace._tools.diff_steps import (
+    CountChange,
+    RankCounts,
+    StepsOf,
+    gpu_samples,
+    job_gpu_samples,
+    rank_counts,
+)
 from kinetrace._tools.sources import TRACE_SUFFIXES, trace_files
 from kinetrace._tools.summary import RankSummary, Summary
 
 __all__ = [
+    "CountChange",
     "DiffResult",
     "FigureChange",
     "KernelChange",
     "OperatorChange",
+    "RankCounts",
     "RankDiff",
     "StepComparison",
     "diff",
@@ -46,18 +57,29 @@ ALPHA = 0.05
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 0
+#: The equivalence margin (%): a time is ``"same"`` when its whole interval lies within it.
+SAME_WITHIN_PCT = 2.0
+#: The most runs (or steps) a side that :attr:`StepComparison.needed` suggests.
+NEEDED_MAX = 100_000
+GATES = ("gpu", "cpu")
 
 
 @dataclass(frozen=True)
 class StepComparison:
-    """The step time of NEW against BASE (µs; changes in % of BASE's median).
+    """A time per step of NEW against BASE (the CPU step time, or the GPU busy time of each
+    step; µs, changes in % of BASE's median).
 
-    ``verdict``: ``"slower"`` or ``"faster"`` when significant, ``"~"`` when not,
-    ``"too few steps"`` when a side has fewer than :data:`MIN_STEPS` (then the figures
-    that need the test are None). ``test``: ``"exact"`` or ``"normal"`` (the Mann-Whitney
-    test of the steps, each side one run), ``"bootstrap"`` (a side of several runs: the
-    p-value of the runs' bootstrap). ``base_step_us`` and ``new_step_us``: the samples
-    compared, in order (the ``--html`` page draws them)."""
+    ``verdict``: ``"slower"`` or ``"faster"`` when significant (p < :data:`ALPHA` and the
+    interval excludes 0); else ``"same"`` when the whole interval lies within
+    ±``margin_pct`` (the equivalence margin); else ``"unknown"``: these samples cannot tell,
+    and ``needed`` is about how many ``needed_unit`` (``"runs"`` where a side is several
+    runs, else ``"steps"``) a side would likely decide it, from the spread seen (the
+    interval narrows as the square root of the sample). ``"too few steps"`` when a side
+    has fewer than :data:`MIN_STEPS` (then the figures that need the test are None).
+    ``test``: ``"exact"`` or ``"normal"`` (the Mann-Whitney test of the steps, each side one
+    run), ``"bootstrap"`` (a side of several runs: the p-value of the runs' bootstrap).
+    ``base_step_us`` and ``new_step_us``: the samples compared, in order (the ``--html``
+    page draws them)."""
 
     base_steps: int
     new_steps: int
@@ -72,6 +94,14 @@ class StepComparison:
     verdict: str
     base_step_us: tuple[float, ...] = ()
     new_step_us: tuple[float, ...] = ()
+    margin_pct: float = SAME_WITHIN_PCT
+    needed: int | None = None
+    needed_unit: str = ""
+
+    @property
+    def decided(self) -> bool:
+        """The verdict says something: neither ``"unknown"`` nor ``"too few steps"``."""
+        return self.verdict in ("slower", "faster", "same")
 
 
 @dataclass(frozen=True)
@@ -104,7 +134,8 @@ class KernelChange:
 @dataclass(frozen=True)
 class RankDiff:
     """One rank present on both sides (or the one rank of each side, whatever their
-    numbers: ``rank`` BASE's, ``new_rank`` NEW's): its step time and its temporal breakdown
+    numbers: ``rank`` BASE's, ``new_rank`` NEW's): its CPU step time, its GPU busy time per
+    step (None where a side has no GPU activity in its steps) and its temporal breakdown
     per step."""
 
     rank: int
@@ -112,20 +143,28 @@ class RankDiff:
     base_sources: tuple[str, ...]
     new_sources: tuple[str, ...]
     steps: StepComparison
+    gpu: StepComparison | None
     breakdown: tuple[FigureChange, ...]
 
 
 @dataclass(frozen=True)
 class DiffResult:
-    """What :func:`diff` found; ``verdict`` is the job's (the slowest rank of each step);
-    ``base_runs`` and ``new_runs`` how many runs each side pooled."""
+    """What :func:`diff` found: three verdicts for the job, ``gpu`` (the GPU busy time of
+    each step, the largest rank's; None where a side has no GPU activity in its steps),
+    ``verdict`` (the CPU step time, the slowest rank's) and ``counts`` (per rank, every
+    count per step that changed: exact); ``gate`` names the time verdict that
+    :meth:`regression` reads (``"gpu"`` or ``"cpu"``). ``base_runs`` and ``new_runs``: how
+    many runs each side pooled."""
 
     base_sources: tuple[str, ...]
     new_sources: tuple[str, ...]
     base_runs: int
     new_runs: int
     skip_first: int
+    gate: str
+    gpu: StepComparison | None
     verdict: StepComparison
+    counts: tuple[RankCounts, ...]
     ranks: tuple[RankDiff, ...]
     base_only_ranks: tuple[int, ...]
     new_only_ranks: tuple[int, ...]
@@ -134,20 +173,34 @@ class DiffResult:
     operators: tuple[OperatorChange, ...]
     seconds: float
 
+    @property
+    def gating(self) -> StepComparison:
+        """The verdict that gates: the GPU's where ``gate`` is ``"gpu"``, else the CPU's."""
+        if self.gate == "gpu" and self.gpu is not None:
+            return self.gpu
+        return self.verdict
+
     def regression(self, fail_above_pct: float) -> bool:
-        """NEW is significantly slower, by more than ``fail_above_pct`` %."""
-        v = self.verdict
+        """The gating verdict is ``"slower"``, by more than ``fail_above_pct`` %."""
+        v = self.gating
         return v.verdict == "slower" and v.change_pct is not None and v.change_pct > fail_above_pct
+
+    def count_regression(self) -> bool:
+        """A rank does more per step in NEW: a new GPU activity, more launches of one, more
+        bytes copied between host and device (:meth:`RankCounts.regression`)."""
+        return any(c.regression() for c in self.counts)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of ``kinetrace diff --json`` (``docs/diff.md``)."""
-        out = asdict(self)
+        out = {"gate": self.gate, **asdict(self)}  # the verdict that gates, named first
+        out["counts_changed"] = any(c.changes for c in self.counts)
         out["statistics"] = {
             "min_steps": MIN_STEPS,
             "alpha": ALPHA,
             "confidence": CONFIDENCE,
             "resamples": RESAMPLES,
             "seed": SEED,
+            "same_within_pct": self.verdict.margin_pct,
         }
         return out
 
@@ -178,16 +231,40 @@ def _side_runs(side: Sequence[Summary], skip_first: int) -> list[list[float]]:
     return [job_steps(run, skip_first) for run in side]
 
 
-def compare_steps(base: Sequence[float], new: Sequence[float]) -> StepComparison:
+def compare_steps(
+    base: Sequence[float], new: Sequence[float], margin_pct: float = SAME_WITHIN_PCT
+) -> StepComparison:
     """The verdict on two samples of step times (µs), each side one run."""
-    return compare_runs([base], [new])
+    return compare_runs([base], [new], margin_pct)
 
 
-def compare_runs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]]) -> StepComparison:
-    """The verdict on step times (µs), each side a list of runs: the medians of the pooled
-    steps. Where each side is one run, the Mann-Whitney test of its steps and a bootstrap of
-    them; where a side is several, a bootstrap of each side's runs and then their steps
-    gives both the interval and the p-value (the spread between runs counts)."""
+def _needed(change: float, low: float, high: float, margin: float, have: int) -> int | None:
+    """About how many samples a side would decide an ``"unknown"`` (``have`` now): the
+    interval's reach on each side of the change shrinks as 1/sqrt(n), until the side
+    towards 0 stops short of 0 (``"slower"``/``"faster"``) or both sides fit inside the
+    margin (``"same"``), whichever needs fewer. None where neither can happen."""
+    found = []
+    below, above = change - low, high - change
+    towards_zero = below if change > 0 else above
+    if change and towards_zero > 0:
+        found.append(have * (towards_zero / abs(change)) ** 2)
+    if abs(change) < margin:
+        found.append(have * max((above / (margin - change)) ** 2, (below / (margin + change)) ** 2))
+    if not found:
+        return None
+    return min(NEEDED_MAX, max(have + 1, math.ceil(min(found))))
+
+
+def compare_runs(
+    base: Sequence[Sequence[float]],
+    new: Sequence[Sequence[float]],
+    margin_pct: float = SAME_WITHIN_PCT,
+) -> StepComparison:
+    """The verdict on times per step (µs), each side a list of runs: the medians of the
+    pooled steps. Where each side is one run, the Mann-Whitney test of its steps and a
+    bootstrap of them; where a side is several, a bootstrap of each side's runs and then
+    their steps gives both the interval and the p-value (the spread between runs counts).
+    ``margin_pct``: the equivalence margin of ``"same"``."""
     runs = ([run for run in base if run], [run for run in new if run])
     base_steps = [d for run in base for d in run]
     new_steps = [d for run in new for d in run]
@@ -197,7 +274,19 @@ def compare_runs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]]
         mb = median(base_steps) if base_steps else None
         mn = median(new_steps) if new_steps else None
         return StepComparison(
-            nb, nn, mb, mn, None, None, None, None, None, False, "too few steps", *samples
+            nb,
+            nn,
+            mb,
+            mn,
+            None,
+            None,
+            None,
+            None,
+            None,
+            False,
+            "too few steps",
+            *samples,
+            margin_pct,
         )
     mb, mn = median(base_steps), median(new_steps)
     change = 100 * (mn - mb) / mb if mb else 0.0
@@ -209,9 +298,32 @@ def compare_runs(base: Sequence[Sequence[float]], new: Sequence[Sequence[float]]
         test = mann_whitney(new_steps, base_steps)
         p_value, method = test.p_value, test.method
     significant = p_value < ALPHA and (lo > 0 or hi < 0)
-    verdict = "~" if not significant else ("slower" if change > 0 else "faster")
+    several = max(len(runs[0]), len(runs[1])) > 1
+    needed, unit = None, ""
+    if significant:
+        verdict = "slower" if change > 0 else "faster"
+    elif -margin_pct <= lo and hi <= margin_pct:
+        verdict = "same"
+    else:
+        verdict = "unknown"
+        have = max(len(runs[0]), len(runs[1])) if several else max(nb, nn)
+        needed, unit = _needed(change, lo, hi, margin_pct, have), "runs" if several else "steps"
     return StepComparison(
-        nb, nn, mb, mn, change, lo, hi, p_value, method, significant, verdict, *samples
+        nb,
+        nn,
+        mb,
+        mn,
+        change,
+        lo,
+        hi,
+        p_value,
+        method,
+        significant,
+        verdict,
+        *samples,
+        margin_pct,
+        needed,
+        unit,
     )
 
 
@@ -317,19 +429,46 @@ def rank_pairs(base: Sequence[Summary], new: Sequence[Summary]) -> list[tuple[in
     return [(rank, rank) for rank in b if rank in n]
 
 
-def _rank_diff(b: Sequence[RankSummary], n: Sequence[RankSummary], skip_first: int) -> RankDiff:
-    steps = compare_runs(
-        [[d for _, d in rank_steps(r, skip_first)] for r in b],
-        [[d for _, d in rank_steps(r, skip_first)] for r in n],
-    )
-    return RankDiff(
-        b[0].rank,
-        n[0].rank,
-        tuple(r.source for r in b),
-        tuple(r.source for r in n),
-        steps,
-        _changes(_breakdown(b), _breakdown(n)),
-    )
+@dataclass(frozen=True)
+class _Compared:
+    """What every comparison of one diff shares: the steps' figures of every file, the
+    steps left out at the start, the equivalence margin."""
+
+    steps: StepsOf
+    skip_first: int
+    margin_pct: float
+
+    def gpu(self, b: Sequence[RankSummary], n: Sequence[RankSummary]) -> StepComparison | None:
+        """The GPU busy time per step of one rank (its files in each run), None where a side
+        has no step with a GPU window."""
+        runs = [[gpu_samples(r, self.steps, self.skip_first) for r in side] for side in (b, n)]
+        if not all(any(runs_) for runs_ in runs):
+            return None
+        return compare_runs(*runs, self.margin_pct)
+
+    def job_gpu(self, b: Sequence[Summary], n: Sequence[Summary]) -> StepComparison | None:
+        runs = [
+            [job_gpu_samples(run, self.steps, self.skip_first) for run in side] for side in (b, n)
+        ]
+        if not all(any(runs_) for runs_ in runs):
+            return None
+        return compare_runs(*runs, self.margin_pct)
+
+    def rank(self, b: Sequence[RankSummary], n: Sequence[RankSummary]) -> RankDiff:
+        steps = compare_runs(
+            [[d for _, d in rank_steps(r, self.skip_first)] for r in b],
+            [[d for _, d in rank_steps(r, self.skip_first)] for r in n],
+            self.margin_pct,
+        )
+        return RankDiff(
+            b[0].rank,
+            n[0].rank,
+            tuple(r.source for r in b),
+            tuple(r.source for r in n),
+            steps,
+            self.gpu(b, n),
+            _changes(_breakdown(b), _breakdown(n)),
+        )
 
 
 def run_paths(paths: Paths, runs: bool) -> list[list[str | os.PathLike[str]]]:
@@ -360,6 +499,8 @@ def diff(
     skip_first: int = ...,
     threads: int | None = ...,
     rules: Literal["exact"] = ...,
+    gate: str | None = ...,
+    same_within: float = ...,
 ) -> DiffResult: ...
 @overload
 def diff(
@@ -383,6 +524,8 @@ def diff(
     rules: str = "exact",
     rank: Pick = None,
     step: Pick = None,
+    gate: str | None = None,
+    same_within: float = SAME_WITHIN_PCT,
 ) -> DiffResult | HtaDiff:
     """Compares two runs, each a trace file (``.json`` or gzip) or a folder of ranks (or
     several, one rank per file, as :func:`kinetrace.summarize` takes them).
@@ -398,39 +541,59 @@ def diff(
             ``rank`` and one ``step`` (``ProfilerStep#N``) per side, each an int, a (BASE,
             NEW) pair or None (HTA's default: the first), an :class:`HtaDiff`
             (:mod:`kinetrace._tools.diff_hta`).
+        gate: the time verdict :meth:`DiffResult.regression` reads: ``"gpu"`` (the GPU busy
+            time per step) or ``"cpu"`` (the CPU step time); default the GPU's where both
+            sides have GPU activities in their steps, else the CPU's.
+        same_within: the equivalence margin (%) of a ``"same"`` verdict.
 
     Raises:
         kinetrace.TraceFormatError: a file is not a trace.
         ValueError: two files of one run claim one rank, a folder holds no trace,
-            ``skip_first`` is negative.
+            ``skip_first`` is negative, ``gate="gpu"`` where a side has no GPU activity in
+            its steps.
         OSError: a file cannot be read.
     """
     if rules == "hta":
-        if runs or skip_first:
-            raise ValueError("rules='hta' compares one rank and one step: no runs, no skip_first")
+        if runs or skip_first or gate is not None:
+            raise ValueError(
+                "rules='hta' compares one rank and one step: no runs, skip_first or gate"
+            )
         return diff_hta(base, new, rank=rank, step=step, threads=threads)
     if rules != "exact" or rank is not None or step is not None:
         raise ValueError(f"rules must be 'exact' (no rank, no step) or 'hta', not {rules!r}")
+    if gate is not None and gate not in GATES:
+        raise ValueError(f"gate must be 'gpu', 'cpu' or None, not {gate!r}")
+    if not isinstance(same_within, (int, float)) or not 0 <= same_within < 100:
+        raise ValueError(f"same_within must be a percentage in [0, 100), not {same_within!r}")
     require_in_range("skip_first", skip_first, 0, 1 << 30)
     workers = available_cpus() if threads is None else threads
     require_in_range("threads", workers, 1, 1024)
     start = time.perf_counter()
     b_files = [trace_files(run, tool="diff") for run in run_paths(base, runs)]
     n_files = [trace_files(run, tool="diff") for run in run_paths(new, runs)]
-    # One read per file for its summary and its operators, every file of both sides in
-    # one pool (docs/diff.md).
-    summaries, groups = read_runs([*b_files, *n_files], workers)
+    # One read per file for its summary, its operators and its steps' figures, every file
+    # of both sides in one pool (docs/diff.md).
+    summaries, groups, steps = read_runs([*b_files, *n_files], workers)
     b, n = summaries[: len(b_files)], summaries[len(b_files) :]
     pairs = rank_pairs(b, n)
     b_ranks, n_ranks = _by_rank(b), _by_rank(n)
+    compared = _Compared(steps, skip_first, float(same_within))
+    gpu = compared.job_gpu(b, n)
+    if gate == "gpu" and gpu is None:
+        raise ValueError("gate='gpu', but a side has no GPU activity in its steps")
     return DiffResult(
         base_sources=tuple(r.source for run in b for r in run.ranks),
         new_sources=tuple(r.source for run in n for r in run.ranks),
         base_runs=len(b),
         new_runs=len(n),
         skip_first=skip_first,
-        verdict=compare_runs(_side_runs(b, skip_first), _side_runs(n, skip_first)),
-        ranks=tuple(_rank_diff(b_ranks[x], n_ranks[y], skip_first) for x, y in pairs),
+        gate=gate or ("gpu" if gpu is not None else "cpu"),
+        gpu=gpu,
+        verdict=compare_runs(
+            _side_runs(b, skip_first), _side_runs(n, skip_first), compared.margin_pct
+        ),
+        counts=tuple(rank_counts(b_ranks[x], n_ranks[y], steps, skip_first) for x, y in pairs),
+        ranks=tuple(compared.rank(b_ranks[x], n_ranks[y]) for x, y in pairs),
         base_only_ranks=tuple(sorted(set(b_ranks) - {x for x, _ in pairs})),
         new_only_ranks=tuple(sorted(set(n_ranks) - {y for _, y in pairs})),
         kernels=kernel_changes(b, n),

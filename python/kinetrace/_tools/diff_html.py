@@ -288,14 +288,17 @@ def _tables(result: DiffResult) -> str:
     return "".join(parts)
 
 
-def render_html(result: DiffResult, headline: str) -> str:
-    """The page, as text; ``headline`` the verdict's line (the markdown's first)."""
+def render_html(result: DiffResult, verdicts: Sequence[str]) -> str:
+    """The page, as text; ``verdicts`` the three verdicts' lines, the one that gates first
+    (the markdown's first line)."""
     v = result.verdict
+    headline, *others = verdicts
+    rest = "".join(f'<p class="other-verdict">{escape(line)}</p>' for line in others)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>kinetrace diff: {escape(v.verdict)}</title>"
+        f"<title>kinetrace diff: {escape(result.gating.verdict)}</title>"
         f"<style>{PAGE_STYLE}{_EXTRA_STYLE}</style></head><body>"
-        f'<h1>kinetrace diff</h1><p class="verdict">{escape(headline)}</p>'
+        f'<h1>kinetrace diff</h1><p class="verdict">{escape(headline)}</p>{rest}'
         "<h2>From BASE's median step to NEW's: the largest changes per step</h2>"
         f"{_waterfall_svg(result)}"
         "<h2>Step times of the job (each step its slowest rank), one dot a step</h2>"
@@ -304,7 +307,7 @@ def render_html(result: DiffResult, headline: str) -> str:
     )
 
 
-def write_html(result: DiffResult, path: str | os.PathLike[str], headline: str) -> None:
+def write_html(result: DiffResult, path: str | os.PathLike[str], verdicts: Sequence[str]) -> None:
     """Writes the page at ``path`` as ``summary --html`` writes its page (an existing file
     replaced only by a complete page)."""
-    write_atomically(path, lambda: render_html(result, headline))
+    write_atomically(path, lambda: render_html(result, verdicts))

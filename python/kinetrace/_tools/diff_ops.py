@@ -18,7 +18,7 @@ from kinetrace._tools.diff_names import family, pair_renames
 from kinetrace._tools.summary import Summary, summary_of
 
 if TYPE_CHECKING:
-    from kinetrace._kinetrace import _OperatorGroup
+    from kinetrace._kinetrace import _OperatorGroup, _RankSteps
 
 __all__ = ["OperatorChange", "compact", "operator_changes", "read_runs"]
 
@@ -67,14 +67,15 @@ class _Figures:
 
 def read_runs(
     runs: Sequence[Sequence[str]], threads: int
-) -> tuple[list[Summary], dict[str, list[_OperatorGroup]]]:
+) -> tuple[list[Summary], dict[str, list[_OperatorGroup]], dict[str, _RankSteps]]:
     """Each run's :class:`Summary` (as :func:`kinetrace.summarize` gives it, warnings
-    included) and each file's operator groups: one native call that reads every file once,
+    included), each file's operator groups and its steps' figures
+    (:mod:`kinetrace._tools.diff_steps`): one native call that reads every file once,
     ``threads`` files at once on the reading wing's pool, the GIL released and Ctrl-C
     answered between waits."""
     start = time.perf_counter()
-    ranks, groups = _kinetrace.diff_read([list(run) for run in runs], threads)
-    return [summary_of(run, "exact", start) for run in ranks], groups
+    ranks, groups, steps = _kinetrace.diff_read([list(run) for run in runs], threads)
+    return [summary_of(run, "exact", start) for run in ranks], groups, steps
 
 
 @functools.lru_cache(maxsize=1 << 16)
