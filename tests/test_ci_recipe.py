@@ -52,16 +52,18 @@ def test_the_workflow_runs_the_recipe(tmp_path):
     workflow = yaml.safe_load(files[".github/workflows/perf.yml"].read_text())
     (job,) = workflow["jobs"].values()
     runs = "\n".join(step.get("run", "") for step in job["steps"])
-    assert "sh perf/kinetrace-ci.sh record baseline" in runs
-    assert "sh perf/kinetrace-ci.sh record new" in runs
-    assert "sh perf/kinetrace-ci.sh compare baseline new > diff.md" in runs
+    assert "sh perf/kinetrace-ci.sh turns base runs" in runs
+    assert "sh perf/kinetrace-ci.sh compare runs/base runs/new > diff.md" in runs
     assert 'cat diff.md >> "$GITHUB_STEP_SUMMARY"' in runs
     assert 'exit "$status"' in runs
+    # Both sides checked out in the job: the pull request's, and its base at base/.
+    checkouts = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout")]
+    assert [c["with"].get("path") for c in checkouts] == [None, "base"]
+    assert checkouts[1]["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    assert all(c["with"]["persist-credentials"] is False for c in checkouts)
     uploads = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload")]
-    assert uploads[0]["with"]["name"] == "kinetrace-baseline"
-    assert uploads[0]["with"]["path"] == "baseline/"
-    assert set(workflow[True]) == {"push", "pull_request"}  # YAML 1.1 reads `on:` as True
-    assert workflow[True]["push"]["branches"] == ["main"]
+    assert uploads[0]["with"]["name"] == "kinetrace-diff"
+    assert set(workflow[True]) == {"pull_request"}  # YAML 1.1 reads `on:` as True
 
 
 def _recipe(work: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -83,30 +85,35 @@ def _recipe(work: Path, *args: str, **env: str) -> subprocess.CompletedProcess[s
 
 @pytest.mark.slow
 def test_the_recipe_passes_the_same_code_and_fails_a_regression(tmp_path):
-    """Six processes of the workload: 223 s measured at load ~12-14 on 2 cores (slow set)."""
+    """Two recordings in turns against one base checkout, RUNS a side: eight processes of
+    the workload (~30 s each at load ~12 on 2 cores: slow set)."""
     files = _doc_files(tmp_path)
-    workload = files["perf/profile_step.py"]
-    slower = tmp_path / "perf" / "profile_slower.py"
-    text = workload.read_text()
+    base = tmp_path / "base"
+    shutil.copytree(tmp_path / "perf", base / "perf")
+    slower = tmp_path / "slower"
+    shutil.copytree(tmp_path / "perf", slower / "perf")
+    workload = slower / "perf" / "profile_step.py"
+    text = files["perf/profile_step.py"].read_text()
     assert text.count(STEP_LINE) == 1
-    slower.write_text(text.replace(STEP_LINE, STEP_LINE + EXTRA))
+    workload.write_text(text.replace(STEP_LINE, STEP_LINE + EXTRA))
     start = time.monotonic()
-    folders = (("baseline", workload), ("same", workload), ("slower", slower))
-    for _ in range(RUNS):
-        for folder, script in folders:
-            done = _recipe(tmp_path, "record", folder, RUNS="1", WORKLOAD=str(script))
-            assert done.returncode == 0, done.stderr
-    for folder, _ in folders:
-        # Each record adds its runs: RUNS profiles, named apart.
-        names = [p.name for p in (tmp_path / folder).iterdir()]
-        assert len(names) == RUNS and all(n.endswith("-1.json.gz") for n in names), names
-    same = _recipe(tmp_path, "compare", "baseline", "same", PCT=str(SAME_PCT))
+    for work, out in ((tmp_path, "same"), (slower, "slower")):
+        done = _recipe(work, "turns", str(base), str(tmp_path / out), RUNS=str(RUNS))
+        assert done.returncode == 0, done.stderr
+        for side in ("base", "new"):
+            names = sorted(p.name for p in (tmp_path / out / side).iterdir())
+            assert names == [f"run-{i:04d}.json.gz" for i in range(1, RUNS + 1)], names
+    same = _recipe(tmp_path, "compare", "same/base", "same/new", PCT=str(SAME_PCT))
     assert same.returncode == status.DONE, same.stdout + same.stderr
-    assert same.stdout.startswith("**kinetrace diff**: job step time:")
+    assert same.stdout.startswith("**kinetrace diff**: job step time (gates):")
     assert (tmp_path / "kinetrace-diff.html").read_text().startswith("<!DOCTYPE html>")
-    slow = _recipe(tmp_path, "compare", "baseline", "slower", PCT=str(SAME_PCT))
+    slow = _recipe(tmp_path, "compare", "slower/base", "slower/new", PCT=str(SAME_PCT))
     assert slow.returncode == status.REGRESSION == 3, slow.stdout + slow.stderr
-    assert slow.stdout.startswith("**kinetrace diff**: job step time: NEW is slower")
+    assert slow.stdout.startswith("**kinetrace diff**: job step time (gates): NEW is slower")
+    # `record` adds runs to a folder, numbered after those there.
+    done = _recipe(tmp_path, "record", "same/base", RUNS="1")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "same" / "base" / f"run-{RUNS + 1:04d}.json.gz").is_file()
     # A usage error is no regression.
     assert _recipe(tmp_path, "nothing").returncode == 2
     print(f"recipe: {time.monotonic() - start:.0f} s")

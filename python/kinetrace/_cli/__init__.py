@@ -43,6 +43,7 @@ from kinetrace._cli import (
     merge,
     ops,
     parquet,
+    record,
     repair,
     run,
     split,
@@ -57,6 +58,7 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 SUBCOMMANDS: list[ModuleType] = [
     demo,
     run,
+    record,
     check,
     repair,
     compress,
@@ -108,7 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         Ctrl-C, 128 + N after a stop signal N, 141 when stdout was closed.
     """
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `kinetrace record OUT [options] -- CMD...`: the command after `--` is set apart before
+    # parsing (argparse cannot take options between two positionals and a `--` tail).
+    command: list[str] | None = None
+    if argv[:1] == ["record"] and "--" in argv:
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    if command is not None:
+        args.workload = command
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
