@@ -441,18 +441,19 @@ class _Compared:
     def gpu(self, b: Sequence[RankSummary], n: Sequence[RankSummary]) -> StepComparison | None:
         """The GPU busy time per step of one rank (its files in each run), None where a side
         has no step with a GPU window."""
-        runs = [[gpu_samples(r, self.steps, self.skip_first) for r in side] for side in (b, n)]
-        if not all(any(runs_) for runs_ in runs):
+        base = [gpu_samples(r, self.steps, self.skip_first) for r in b]
+        new = [gpu_samples(r, self.steps, self.skip_first) for r in n]
+        if not any(base) or not any(new):
             return None
-        return compare_runs(*runs, self.margin_pct)
+        return compare_runs(base, new, self.margin_pct)
 
     def job_gpu(self, b: Sequence[Summary], n: Sequence[Summary]) -> StepComparison | None:
-        runs = [
-            [job_gpu_samples(run, self.steps, self.skip_first) for run in side] for side in (b, n)
-        ]
-        if not all(any(runs_) for runs_ in runs):
+        """The job's GPU busy time per step (the largest rank's), None as :meth:`gpu`."""
+        base = [job_gpu_samples(run, self.steps, self.skip_first) for run in b]
+        new = [job_gpu_samples(run, self.steps, self.skip_first) for run in n]
+        if not any(base) or not any(new):
             return None
-        return compare_runs(*runs, self.margin_pct)
+        return compare_runs(base, new, self.margin_pct)
 
     def rank(self, b: Sequence[RankSummary], n: Sequence[RankSummary]) -> RankDiff:
         steps = compare_runs(
