@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kinetrace._tools.diff_names import family, pair_renames
@@ -126,8 +125,13 @@ def _side(ranks: Sequence[RankSummary], steps: StepsOf, skip_first: int) -> _Sid
     return out
 
 
-def _per_step(total: int, steps: int) -> Fraction:
-    return Fraction(total, steps) if steps else Fraction(0)
+def _per_step(total: int, steps: int) -> float:
+    return total / steps if steps else 0.0
+
+
+def _differ(b_total: int, b_steps: int, n_total: int, n_steps: int) -> bool:
+    """Whether two counts per step differ, decided on integers (no float rounding)."""
+    return b_total * max(n_steps, 1) != n_total * max(b_steps, 1)
 
 
 def _changes(b: _Side, n: _Side) -> list[CountChange]:
@@ -135,13 +139,13 @@ def _changes(b: _Side, n: _Side) -> list[CountChange]:
     added = {k: float(v) for k, v in n.launches.items() if k not in b.launches}
     renamed = dict(pair_renames(gone, added, key=family))
     paired = set(renamed.values())
-    rows: list[tuple[Fraction, CountChange]] = []
+    rows: list[tuple[float, CountChange]] = []
     for name in dict.fromkeys([*b.launches, *n.launches]):
         if name in paired:
             continue
         other = renamed.get(name, name)
-        pb = _per_step(b.launches.get(name, 0), b.steps)
-        pn = _per_step(n.launches.get(other, 0), n.steps)
+        tb, tn = b.launches.get(name, 0), n.launches.get(other, 0)
+        pb, pn = _per_step(tb, b.steps), _per_step(tn, n.steps)
         status = (
             "renamed"
             if other != name
@@ -151,18 +155,15 @@ def _changes(b: _Side, n: _Side) -> list[CountChange]:
             if name not in n.launches
             else ""
         )
-        if pb != pn or status in ("new", "gone"):
+        if _differ(tb, b.steps, tn, n.steps) or status in ("new", "gone"):
             kind = n.kinds.get(other) or b.kinds.get(name, "")
-            row = CountChange(
-                "launches", name, kind, float(pb), float(pn), status, renamed.get(name, "")
-            )
+            row = CountChange("launches", name, kind, pb, pn, status, renamed.get(name, ""))
             rows.append((abs(pn - pb), row))
     for d in dict.fromkeys([*b.bytes, *n.bytes]):
-        pb, pn = _per_step(b.bytes.get(d, 0), b.steps), _per_step(n.bytes.get(d, 0), n.steps)
-        if pb != pn:
-            rows.append(
-                (abs(pn - pb), CountChange("memcpy bytes", d, "MEMORY", float(pb), float(pn), ""))
-            )
+        tb, tn = b.bytes.get(d, 0), n.bytes.get(d, 0)
+        pb, pn = _per_step(tb, b.steps), _per_step(tn, n.steps)
+        if _differ(tb, b.steps, tn, n.steps):
+            rows.append((abs(pn - pb), CountChange("memcpy bytes", d, "MEMORY", pb, pn, "")))
     rows.sort(key=lambda r: (r[1].what != "launches", -r[0], r[1].name))
     return [row for _, row in rows]
 
