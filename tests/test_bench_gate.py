@@ -1,5 +1,5 @@
 """The ratio gate (``benches/gate.py``, CI's ``bench`` session) turns red when kinetrace's
-export is 1.5x slower, or its summary 2x: a build with the test hooks (``support.hooks``)
+export or its summary is 1.5x slower: a build with the test hooks (``support.hooks``)
 and ``KINETRACE_TEST_SLOWDOWN=F`` makes kinetrace's part of every export, summary and diff
 take F times as long, and the gate must name a ratio that fell below its floor and exit 1,
 after measuring again. (That an
@@ -31,31 +31,29 @@ def gate(*args: str, slowdown: float) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=540,
+        timeout=1100,
         check=False,
     )
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_an_export_one_and_a_half_times_slower_turns_the_gate_red() -> None:
     # kinetrace's own part of the export (its exporter's creation to the file in place) 1.5x
-    # as long, on CI's workload; one round, then the confirmation's three, pooled.
-    done = gate("--only", "export", "--rounds", "1", slowdown=1.5)
+    # as long, on CI's workload; CI's 5 rounds, then the confirmation's 5, pooled.
+    done = gate("--only", "export", slowdown=1.5)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "benchmark gate: RED" in done.stderr
-    # Red only once the median over both measurements' rounds was below too.
-    assert "measuring export again (3 rounds)" in done.stdout, done.stdout
-    assert "over both measurements' 4 rounds decides" in done.stdout, done.stdout
+    # Red only once the fastest rounds over both measurements were below too.
+    assert "measuring export again (5 rounds)" in done.stdout, done.stdout
+    assert "the fastest rounds over both measurements' 10 decide" in done.stdout, done.stdout
     assert "below its floor" in done.stderr, done.stderr
 
 
-@pytest.mark.timeout(900)
-def test_a_summary_twice_as_slow_turns_the_gate_red() -> None:
-    # 2x, not 1.5x: with a busy second core the unchanged summary's ratio falls by a third
-    # (kinetrace loses its second thread, HTA has none), so the floor sits below that
-    # (docs/benchmarks.md, "The ratio gate").
+@pytest.mark.timeout(1200)
+def test_a_summary_one_and_a_half_times_slower_turns_the_gate_red() -> None:
     trace = real_path("TraceLens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz")
-    done = gate("--only", "summary", "--rounds", "1", "--summary-trace", str(trace), slowdown=2)
+    done = gate("--only", "summary", "--summary-trace", str(trace), slowdown=1.5)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "measuring summary again (3 rounds)" in done.stdout, done.stdout
+    assert "the fastest rounds over both measurements' 6 decide" in done.stdout, done.stdout
     assert "summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB): " in done.stderr, done.stderr
