@@ -153,14 +153,16 @@ def timed(imports: str, work: str, calls: int = 1) -> str:
 
 #: The timed calls: ``kinetrace.summarize`` of a trace, ``kinetrace.diff`` of two, and HTA
 #: 0.5.0's ``compare_traces`` of two folders (each holding one side's trace). kinetrace's
-#: calls take 0.2-0.4 s against HTA's 5-7 s, short enough for a scheduler's whim on a busy
-#: machine to move one by a third; the mean of several in the process spans a second or
-#: more (the file is in the page cache after the first round either way).
+#: calls take 0.2-0.5 s against HTA's 5-7 s: timed as the mean of as many calls as span
+#: about as long as HTA's one, so that both sides sample the machine's load over windows
+#: of one length (with 5 and 3 calls, a burst of other work that held HTA's rounds at 2x
+#: left a lull for kinetrace's short ones: a summary 1.5x slower read 35.8x against 31.2x
+#: unchanged). The file is in the page cache after the first round either way.
 KINETRACE_SUMMARY = timed(
-    "import sys, kinetrace", "kinetrace.summarize(sys.argv[1], threads=1)", calls=5
+    "import sys, kinetrace", "kinetrace.summarize(sys.argv[1], threads=1)", calls=25
 )
 KINETRACE_DIFF = timed(
-    "import sys, kinetrace", "kinetrace.diff(sys.argv[1], sys.argv[2], threads=1)", calls=3
+    "import sys, kinetrace", "kinetrace.diff(sys.argv[1], sys.argv[2], threads=1)", calls=12
 )
 HTA_COMPARE = timed(
     """
