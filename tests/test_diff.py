@@ -153,6 +153,47 @@ def test_the_runs_bootstrap_counts_the_spread_between_runs():
         bootstrap_runs_change([[1.0], []], [[2.0]])
 
 
+def test_per_run_estimators_compare_each_run_s_fast_steps():
+    """Preemption adds time to some steps of a run, never takes it away: each run's lower
+    quartile (or fastest step) is its time without the stalls, and the runs, one figure
+    each, are the samples. NEW's runs are all 10% slower but BASE's stalled far more often:
+    the pooled medians call NEW faster, the per-run figures see it slower."""
+    rng = random.Random(1)
+
+    def run(level: float, stalled: int) -> list[float]:
+        steps = [level * (1 + rng.uniform(0, 0.02)) for _ in range(12)]
+        return [d + 4000 if i < stalled else d for i, d in enumerate(steps)]
+
+    base = [run(1000.0, 7) for _ in range(5)]
+    new = [run(1100.0, 1) for _ in range(5)]
+    assert compare_runs(base, new, estimator="median").change_pct < -50
+    for estimator in ("quartile", "fastest"):
+        v = compare_runs(base, new, estimator=estimator)
+        assert (v.estimator, v.verdict, v.test) == (estimator, "slower", "exact"), v
+        assert v.p_value == pytest.approx(2 / 252)  # every NEW run above every BASE run
+        assert 8 < v.change_pct < 12 and 0 < v.ci_low_pct <= v.change_pct <= v.ci_high_pct
+        figures = sorted(
+            percentile(sorted(r), 25) if estimator == "quartile" else min(r) for r in base
+        )
+        assert v.base_median_us == figures[2]
+        assert (v.base_steps, v.new_steps) == (60, 60)
+    # The code unchanged, each run stalled in 0 to 8 of its 12 steps: the pooled medians
+    # move with the stalls, the runs' quartiles stay within the steps' 2% jitter.
+    moved = []
+    for _ in range(20):
+        sides = [[run(1000.0, rng.randint(0, 8)) for _ in range(5)] for _ in range(2)]
+        same = compare_runs(*sides, estimator="quartile")
+        assert same.change_pct is not None and abs(same.change_pct) < 2, same
+        moved.append(abs(compare_runs(*sides, estimator="median").change_pct or 0))
+    assert max(moved) > 100  # five runs' pooled steps: a median among the stalls
+    # Fewer than 4 runs a side: the rank test of 3 against 3 cannot reach p < 0.05, so the
+    # pooled steps' median and the runs' bootstrap decide.
+    few = compare_runs(base[:3], new, estimator="quartile")
+    assert (few.estimator, few.test) == ("median", "bootstrap")
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        compare_runs(base, new, estimator="mean")
+
+
 def test_too_few_steps_give_no_verdict():
     v = compare_steps([1.0] * (MIN_STEPS - 1), [2.0] * 20)
     assert v.verdict == "too few steps" and v.p_value is None and not v.significant
@@ -180,7 +221,11 @@ def test_a_trace_against_itself_changes_nothing(profiles, capsys):
     result = kinetrace.diff(base, base, runs=True)
     v = result.verdict
     assert (result.base_runs, v.base_steps, v.new_steps) == (RUNS, RUNS * STEPS, RUNS * STEPS)
-    assert (v.change_pct, v.test, v.significant) == (0, "bootstrap", False)
+    assert (v.change_pct, v.estimator, v.test, v.significant) == (0, "median", "bootstrap", False)
+    # Each run's fastest step: the runs' rank test (normal beyond 30 runs), nothing apart.
+    fastest = kinetrace.diff(base, base, runs=True, cpu_estimator="fastest").verdict
+    assert (fastest.change_pct, fastest.estimator, fastest.test) == (0, "fastest", "normal")
+    assert fastest.p_value == 1 and fastest.verdict in ("same", "unknown")
     # The same runs on both sides: never a change; "same" when the interval fits in ±2%,
     # "unknown" when the runs spread wider than that.
     assert v.verdict in ("same", "unknown"), v
@@ -229,6 +274,17 @@ def test_outputs(profiles, capsys):
     md = capsys.readouterr().out.splitlines()
     assert md[0].startswith("**kinetrace diff**: job step time (gates): ")
     assert len(md) <= MARKDOWN_LINES
+    # Each run's fastest step: the job's verdict and each rank's, the GPU's untouched.
+    assert run("diff", "--runs", base, new, "--json", "--cpu-estimator", "fastest") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"]["estimator"] == out["ranks"][0]["steps"]["estimator"] == "fastest"
+    assert out["verdict"]["test"] == "normal"  # 100 runs a side: the rank test's normal form
+    assert run("diff", "--runs", base, new, "--cpu-estimator", "fastest") == status.DONE
+    assert "runs' fastest steps, median " in capsys.readouterr().out
+    assert run("diff", base, new, "--rules", "hta", "--cpu-estimator", "fastest") == status.FAILED
+    assert "no --gate, --same-within or --cpu-estimator" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="cpu_estimator must be one of"):
+        kinetrace.diff(base, new, runs=True, cpu_estimator="mean")
 
 
 def _keys(value: object) -> set[str]:
@@ -288,9 +344,10 @@ def test_unchanged_runs_in_separate_processes_raise_no_alarm(tmp_path, capsys):
     core); docs/diff.md, 'What a significant verdict means'.
 
     The remedy docs/diff.md gives is asserted: the ten BASE profiles against the ten NEW
-    ones, as runs (``--runs``), raise no alarm either way, whatever the pairs did: the
-    interval resamples the runs, so the spread between processes counts (measured: changes
-    of -1.7 to +1.7%, none significant)."""
+    ones, as runs (``--runs``), raise no alarm either way, whatever the pairs did, with the
+    pooled median or each run's fastest step: the interval resamples the runs, so the
+    spread between processes counts (measured: changes of -1.7 to +1.7%, none
+    significant; benches/diff_rates.py: no alarm in 180 comparisons of 5 runs a side)."""
     base, new = tmp_path / "base", tmp_path / "new"
     base.mkdir()
     new.mkdir()
@@ -308,9 +365,10 @@ def test_unchanged_runs_in_separate_processes_raise_no_alarm(tmp_path, capsys):
         alarm = verdict.significant and verdict.verdict == "slower" and verdict.change_pct > 10
         assert code == (status.REGRESSION if alarm else status.DONE), verdict
         seen.append((code, verdict.verdict, round(verdict.change_pct or 0, 1)))
-    for one, other in ((base, new), (new, base)):
-        code = run("diff", "--runs", one, other, "--fail-above", "10")
-        pooled = kinetrace.diff(one, other, runs=True).verdict
+    for (one, other), estimator in product(((base, new), (new, base)), ("median", "fastest")):
+        code = run("diff", "--runs", one, other, "--fail-above", "10", "--cpu-estimator", estimator)
+        pooled = kinetrace.diff(one, other, runs=True, cpu_estimator=estimator).verdict
         assert code == status.DONE, f"runs: {pooled}; pairs (status, verdict, %): {seen}"
         assert (pooled.base_steps, pooled.new_steps) == (PAIRS * PAIR_STEPS,) * 2
+        assert pooled.estimator == estimator
     capsys.readouterr()

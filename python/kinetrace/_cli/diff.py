@@ -1,7 +1,8 @@
 """``kinetrace diff BASE NEW [--json | --markdown] [--html FILE] [--fail-above PCT]
-[--gate gpu|cpu] [--fail-on-counts] [--same-within PCT] [--skip-first N]
-[--rules exact|hta [--rank R] [--step N]]``: what changed between two runs, the verdict
-that gates first, the other two next."""
+[--gate gpu|cpu] [--fail-on-counts] [--same-within PCT] [--cpu-estimator E] [--runs]
+[--skip-first N] [-j N] [--rules exact|hta [--rank R] [--step N]]``: what changed between
+two runs (or two folders of runs) and in which operators, the verdict that gates first, the
+other two next."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from kinetrace._cli.args import add_threads_option, non_negative_int
 from kinetrace._cli.status import DONE, REGRESSION, run_tool
 from kinetrace._text import change_pct, duration, p_value, signed_duration
 from kinetrace._tools.diff import (
+    CPU_ESTIMATOR,
+    CPU_ESTIMATORS,
     GATES,
     MIN_STEPS,
     SAME_WITHIN_PCT,
@@ -63,6 +66,14 @@ def _said(v: StepComparison) -> str:
     return f"NEW is {v.verdict}"
 
 
+#: What a side's time is under each per-run estimator (``StepComparison.estimator``).
+ESTIMATOR_TEXTS = {
+    "median": "median",
+    "quartile": "runs' lower quartiles, median",
+    "fastest": "runs' fastest steps, median",
+}
+
+
 def verdict_lines(v: StepComparison, what: str = "step time") -> tuple[str, list[str]]:
     """The verdict (change, interval, p) and, apart, what it is about: the medians, and for
     an ``"unknown"`` the samples that would likely decide it."""
@@ -73,8 +84,8 @@ def verdict_lines(v: StepComparison, what: str = "step time") -> tuple[str, list
         )
     assert v.base_median_us is not None and v.new_median_us is not None
     details = [
-        f"median {duration(v.base_median_us)} -> {duration(v.new_median_us)} "
-        f"({v.base_steps} vs {v.new_steps} steps)"
+        f"{ESTIMATOR_TEXTS.get(v.estimator, 'median')} {duration(v.base_median_us)} -> "
+        f"{duration(v.new_median_us)} ({v.base_steps} vs {v.new_steps} steps)"
     ]
     if v.needed is not None:
         details.append(f"about {v.needed:,} {v.needed_unit} a side would likely decide it")
@@ -394,6 +405,7 @@ def _diff(args: argparse.Namespace) -> int:
             threads=args.threads,
             gate=args.gate,
             same_within=args.same_within,
+            cpu_estimator=args.cpu_estimator,
         )
     if args.html:
         write_html(result, args.html, verdict_texts(result))
@@ -418,8 +430,14 @@ def _diff_hta(args: argparse.Namespace) -> int:
             "--rules hta compares one rank and one step: no --runs, --skip-first, "
             "--fail-above or --fail-on-counts"
         )
-    if args.gate is not None or args.same_within != SAME_WITHIN_PCT:
-        raise ValueError("--rules hta gives no verdict: no --gate or --same-within")
+    if (
+        args.gate is not None
+        or args.same_within != SAME_WITHIN_PCT
+        or args.cpu_estimator != CPU_ESTIMATOR
+    ):
+        raise ValueError(
+            "--rules hta gives no verdict: no --gate, --same-within or --cpu-estimator"
+        )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SummaryWarning)
         result = diff_hta(args.base, args.new, rank=args.rank, step=args.step, threads=args.threads)
@@ -541,4 +559,13 @@ def _add_verdict_options(parser: argparse.ArgumentParser) -> None:
         metavar="PCT",
         help="the equivalence margin: a time is 'same' when its whole 95%% interval lies "
         "within +-PCT %% (default %(default)g)",
+    )
+    parser.add_argument(
+        "--cpu-estimator",
+        choices=CPU_ESTIMATORS,
+        default=CPU_ESTIMATOR,
+        help="a side's CPU step time: the pooled steps' median (median), or with --runs, 4 "
+        "or more a side, the median over its runs of each run's fastest step (fastest: "
+        "steadier on a busy machine) or lower quartile of steps (quartile), runs tested "
+        "against runs (default %(default)s)",
     )

@@ -23,7 +23,7 @@ from kinetrace._env import available_cpus, require_in_range
 from kinetrace._tools.diff_hta import HtaDiff, Pick, diff_hta
 from kinetrace._tools.diff_names import family, pair_renames
 from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_runs
-from kinetrace._tools.diff_stats import bootstrap_runs_change, mann_whitney, median
+from kinetrace._tools.diff_stats import bootstrap_runs_change, mann_whitney, median, percentile
 from kinetrace._tools.diff_steps import (
     CountChange,
     RankCounts,
@@ -62,6 +62,17 @@ SAME_WITHIN_PCT = 2.0
 #: The most runs (or steps) a side that :attr:`StepComparison.needed` suggests.
 NEEDED_MAX = 100_000
 GATES = ("gpu", "cpu")
+#: What the CPU step time of a side of several runs is taken as: ``"median"`` the median of
+#: the pooled steps; ``"fastest"`` each run's fastest step or ``"quartile"`` each run's lower
+#: quartile of its steps, then compared run against run. Preemption only adds time to a
+#: step, so on a busy machine a run's fastest step is the one it touched least; on a quiet
+#: one the median of many steps is steadier (docs/diff.md, "Which steps speak for a run").
+CPU_ESTIMATORS = ("median", "fastest", "quartile")
+CPU_ESTIMATOR = "median"
+#: Fewest runs a side for a per-run estimator: with 4 against 4 the rank test's smallest
+#: two-sided p is 0.029 (3 against 3: 0.1, never significant); fewer fall back to
+#: ``"median"``.
+MIN_RUNS = 4
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,11 @@ class StepComparison:
     ``test``: ``"exact"`` or ``"normal"`` (the Mann-Whitney test of the steps, each side one
     run), ``"bootstrap"`` (a side of several runs: the p-value of the runs' bootstrap).
     ``base_step_us`` and ``new_step_us``: the samples compared, in order (the ``--html``
-    page draws them)."""
+    page draws them). ``estimator``: what a side's time is (:data:`CPU_ESTIMATORS`):
+    ``"median"`` the median of its steps (``base_median_us``, ``new_median_us``); a per-run
+    one (``"quartile"``, ``"fastest"``) the median over the side's runs of each run's
+    lower quartile or fastest step, the test then Mann-Whitney's of those run figures and
+    the interval a bootstrap of them."""
 
     base_steps: int
     new_steps: int
@@ -97,6 +112,7 @@ class StepComparison:
     margin_pct: float = SAME_WITHIN_PCT
     needed: int | None = None
     needed_unit: str = ""
+    estimator: str = "median"
 
     @property
     def decided(self) -> bool:
@@ -255,16 +271,30 @@ def _needed(change: float, low: float, high: float, margin: float, have: int) ->
     return min(NEEDED_MAX, max(have + 1, math.ceil(min(found))))
 
 
+def run_figure(steps: Sequence[float], estimator: str) -> float:
+    """One run's time per step under a per-run estimator: its fastest step, or the lower
+    quartile of its steps (linear between ranks)."""
+    ordered = sorted(steps)
+    return ordered[0] if estimator == "fastest" else percentile(ordered, 25)
+
+
 def compare_runs(
     base: Sequence[Sequence[float]],
     new: Sequence[Sequence[float]],
     margin_pct: float = SAME_WITHIN_PCT,
+    estimator: str = "median",
 ) -> StepComparison:
-    """The verdict on times per step (µs), each side a list of runs: the medians of the
-    pooled steps. Where each side is one run, the Mann-Whitney test of its steps and a
-    bootstrap of them; where a side is several, a bootstrap of each side's runs and then
-    their steps gives both the interval and the p-value (the spread between runs counts).
-    ``margin_pct``: the equivalence margin of ``"same"``."""
+    """The verdict on times per step (µs), each side a list of runs. ``estimator``
+    ``"median"``: the medians of the pooled steps; where each side is one run, the
+    Mann-Whitney test of its steps and a bootstrap of them; where a side is several, a
+    bootstrap of each side's runs and then their steps gives both the interval and the
+    p-value (the spread between runs counts). ``"quartile"`` or ``"fastest"`` where both
+    sides have :data:`MIN_RUNS` runs or more: each run one figure (:func:`run_figure`), a
+    side's the median of its runs', the Mann-Whitney test of the runs' figures and a
+    bootstrap of them; with fewer runs, ``"median"``. ``margin_pct``: the equivalence
+    margin of ``"same"``."""
+    if estimator not in CPU_ESTIMATORS:
+        raise ValueError(f"estimator must be one of {', '.join(CPU_ESTIMATORS)}, not {estimator!r}")
     runs = ([run for run in base if run], [run for run in new if run])
     base_steps = [d for run in base for d in run]
     new_steps = [d for run in new for d in run]
@@ -288,17 +318,34 @@ def compare_runs(
             *samples,
             margin_pct,
         )
-    mb, mn = median(base_steps), median(new_steps)
-    change = 100 * (mn - mb) / mb if mb else 0.0
-    boot = bootstrap_runs_change(*runs, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED)
-    lo, hi = boot.low, boot.high
-    if max(len(runs[0]), len(runs[1])) > 1:
-        p_value, method = boot.p_value, "bootstrap"
-    else:
-        test = mann_whitney(new_steps, base_steps)
-        p_value, method = test.p_value, test.method
-    significant = p_value < ALPHA and (lo > 0 or hi < 0)
     several = max(len(runs[0]), len(runs[1])) > 1
+    if estimator != "median" and min(len(runs[0]), len(runs[1])) < MIN_RUNS:
+        estimator = "median"
+    if estimator == "median":
+        mb, mn = median(base_steps), median(new_steps)
+        boot = bootstrap_runs_change(*runs, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED)
+        if several:
+            p_value, method = boot.p_value, "bootstrap"
+        else:
+            test = mann_whitney(new_steps, base_steps)
+            p_value, method = test.p_value, test.method
+    else:
+        # Each run one figure: the runs, not the steps, are the independent samples.
+        fb = [run_figure(run, estimator) for run in runs[0]]
+        fn = [run_figure(run, estimator) for run in runs[1]]
+        mb, mn = median(fb), median(fn)
+        boot = bootstrap_runs_change(
+            [[f] for f in fb],
+            [[f] for f in fn],
+            resamples=RESAMPLES,
+            confidence=CONFIDENCE,
+            seed=SEED,
+        )
+        test = mann_whitney(fn, fb)
+        p_value, method = test.p_value, test.method
+    change = 100 * (mn - mb) / mb if mb else 0.0
+    lo, hi = boot.low, boot.high
+    significant = p_value < ALPHA and (lo > 0 or hi < 0)
     needed, unit = None, ""
     if significant:
         verdict = "slower" if change > 0 else "faster"
@@ -324,6 +371,7 @@ def compare_runs(
         margin_pct,
         needed,
         unit,
+        estimator,
     )
 
 
@@ -437,6 +485,7 @@ class _Compared:
     steps: StepsOf
     skip_first: int
     margin_pct: float
+    cpu_estimator: str
 
     def gpu(self, b: Sequence[RankSummary], n: Sequence[RankSummary]) -> StepComparison | None:
         """The GPU busy time per step of one rank (its files in each run), None where a side
@@ -460,6 +509,7 @@ class _Compared:
             [[d for _, d in rank_steps(r, self.skip_first)] for r in b],
             [[d for _, d in rank_steps(r, self.skip_first)] for r in n],
             self.margin_pct,
+            self.cpu_estimator,
         )
         return RankDiff(
             b[0].rank,
@@ -502,6 +552,7 @@ def diff(
     rules: Literal["exact"] = ...,
     gate: str | None = ...,
     same_within: float = ...,
+    cpu_estimator: str = ...,
 ) -> DiffResult: ...
 @overload
 def diff(
@@ -527,6 +578,7 @@ def diff(
     step: Pick = None,
     gate: str | None = None,
     same_within: float = SAME_WITHIN_PCT,
+    cpu_estimator: str = CPU_ESTIMATOR,
 ) -> DiffResult | HtaDiff:
     """Compares two runs, each a trace file (``.json`` or gzip) or a folder of ranks (or
     several, one rank per file, as :func:`kinetrace.summarize` takes them).
@@ -546,6 +598,10 @@ def diff(
             time per step) or ``"cpu"`` (the CPU step time); default the GPU's where both
             sides have GPU activities in their steps, else the CPU's.
         same_within: the equivalence margin (%) of a ``"same"`` verdict.
+        cpu_estimator: what a side's CPU step time is: ``"median"`` (the pooled steps'
+            median), or where both sides have :data:`MIN_RUNS` runs or more ``"fastest"``
+            (each run's fastest step) or ``"quartile"`` (each run's lower quartile of its
+            steps), compared run against run (with fewer runs, the median).
 
     Raises:
         kinetrace.TraceFormatError: a file is not a trace.
@@ -555,9 +611,10 @@ def diff(
         OSError: a file cannot be read.
     """
     if rules == "hta":
-        if runs or skip_first or gate is not None:
+        if runs or skip_first or gate is not None or cpu_estimator != CPU_ESTIMATOR:
             raise ValueError(
-                "rules='hta' compares one rank and one step: no runs, skip_first or gate"
+                "rules='hta' compares one rank and one step: no runs, skip_first, gate or"
+                " cpu_estimator"
             )
         return diff_hta(base, new, rank=rank, step=step, threads=threads)
     if rules != "exact" or rank is not None or step is not None:
@@ -566,6 +623,10 @@ def diff(
         raise ValueError(f"gate must be 'gpu', 'cpu' or None, not {gate!r}")
     if not isinstance(same_within, (int, float)) or not 0 <= same_within < 100:
         raise ValueError(f"same_within must be a percentage in [0, 100), not {same_within!r}")
+    if cpu_estimator not in CPU_ESTIMATORS:
+        raise ValueError(
+            f"cpu_estimator must be one of {', '.join(CPU_ESTIMATORS)}, not {cpu_estimator!r}"
+        )
     require_in_range("skip_first", skip_first, 0, 1 << 30)
     workers = available_cpus() if threads is None else threads
     require_in_range("threads", workers, 1, 1024)
@@ -578,7 +639,7 @@ def diff(
     b, n = summaries[: len(b_files)], summaries[len(b_files) :]
     pairs = rank_pairs(b, n)
     b_ranks, n_ranks = _by_rank(b), _by_rank(n)
-    compared = _Compared(steps, skip_first, float(same_within))
+    compared = _Compared(steps, skip_first, float(same_within), cpu_estimator)
     gpu = compared.job_gpu(b, n)
     if gate == "gpu" and gpu is None:
         raise ValueError("gate='gpu', but a side has no GPU activity in its steps")
@@ -591,7 +652,7 @@ def diff(
         gate=gate or ("gpu" if gpu is not None else "cpu"),
         gpu=gpu,
         verdict=compare_runs(
-            _side_runs(b, skip_first), _side_runs(n, skip_first), compared.margin_pct
+            _side_runs(b, skip_first), _side_runs(n, skip_first), compared.margin_pct, cpu_estimator
         ),
         counts=tuple(rank_counts(b_ranks[x], n_ranks[y], steps, skip_first) for x, y in pairs),
         ranks=tuple(compared.rank(b_ranks[x], n_ranks[y]) for x, y in pairs),

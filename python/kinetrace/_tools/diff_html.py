@@ -111,15 +111,15 @@ def _waterfall_svg(result: DiffResult) -> str:
     def x(us: float) -> float:
         return label_w + (us - start) * scale
 
-    rows = [
-        ("BASE median step", start, v.base_median_us, "wf-end", END, duration(v.base_median_us))
-    ]
+    step = {
+        "quartile": "step, runs' lower quartiles",
+        "fastest": "step, runs' fastest",
+    }.get(v.estimator, "median step")
+    rows = [(f"BASE {step}", start, v.base_median_us, "wf-end", END, duration(v.base_median_us))]
     for c, before, after in zip(steps, totals[:-1], totals[1:], strict=True):
         cls, colour = ("wf-up", UP) if c.change_us > 0 else ("wf-down", DOWN)
         rows.append((c.name, before, after, cls, colour, signed_duration(c.change_us)))
-    rows.append(
-        ("NEW median step", start, v.new_median_us, "wf-end", END, duration(v.new_median_us))
-    )
+    rows.append((f"NEW {step}", start, v.new_median_us, "wf-end", END, duration(v.new_median_us)))
     height = len(rows) * (bar + gap) + 24
     parts = [f'<svg xmlns="{SVG_NS}" width="{WIDTH}" height="{height}" class="waterfall">']
     for i, (name, a, b, cls, colour, value) in enumerate(rows):
@@ -201,12 +201,17 @@ def _test_name(test: str | None) -> str:
 def _strip_caption(v: StepComparison) -> str:
     if v.ci_low_pct is None or v.base_median_us is None or v.new_median_us is None:
         return f"{v.base_steps} steps in BASE, {v.new_steps} in NEW: {v.verdict}."
+    figure = {
+        "quartile": "Median of the runs' lower quartiles",
+        "fastest": "Median of the runs' fastest steps",
+    }.get(v.estimator, "Median")
+    test = _test_name(v.test) + ("" if v.estimator == "median" else " of the runs' figures")
     return (
-        f"Median {duration(v.base_median_us)} (BASE, {v.base_steps} steps) and "
+        f"{figure} {duration(v.base_median_us)} (BASE, {v.base_steps} steps) and "
         f"{duration(v.new_median_us)} (NEW, {v.new_steps} steps), the lines: change "
         f"{change_pct(v.change_pct)}, "
         f"95% CI [{change_pct(v.ci_low_pct)}, {change_pct(v.ci_high_pct)}], "
-        f"p={p_value(v.p_value)} ({_test_name(v.test)}), verdict {v.verdict}."
+        f"p={p_value(v.p_value)} ({test}), verdict {v.verdict}."
     )
 
 
