@@ -23,7 +23,13 @@ from kinetrace._env import available_cpus, require_in_range
 from kinetrace._tools.diff_hta import HtaDiff, Pick, diff_hta
 from kinetrace._tools.diff_names import family, pair_renames
 from kinetrace._tools.diff_ops import OperatorChange, operator_changes, read_runs
-from kinetrace._tools.diff_stats import bootstrap_runs_change, mann_whitney, median, percentile
+from kinetrace._tools.diff_stats import (
+    BootstrapChange,
+    bootstrap_runs_change,
+    mann_whitney,
+    median,
+    percentile,
+)
 from kinetrace._tools.diff_steps import (
     CountChange,
     RankCounts,
@@ -278,6 +284,33 @@ def run_figure(steps: Sequence[float], estimator: str) -> float:
     return ordered[0] if estimator == "fastest" else percentile(ordered, 25)
 
 
+def _estimate(
+    base: Sequence[Sequence[float]], new: Sequence[Sequence[float]], estimator: str
+) -> tuple[float, float, BootstrapChange, float, str]:
+    """Each side's time, the bootstrap of the change, its p-value and the test that gave it
+    (:func:`compare_runs`; every run non-empty)."""
+    if estimator == "median":
+        base_steps = [d for run in base for d in run]
+        new_steps = [d for run in new for d in run]
+        boot = bootstrap_runs_change(
+            base, new, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED
+        )
+        if max(len(base), len(new)) > 1:
+            p_value, method = boot.p_value, "bootstrap"
+        else:
+            test = mann_whitney(new_steps, base_steps)
+            p_value, method = test.p_value, test.method
+        return median(base_steps), median(new_steps), boot, p_value, method
+    # Each run one figure: the runs, not the steps, are the independent samples.
+    fb = [run_figure(run, estimator) for run in base]
+    fn = [run_figure(run, estimator) for run in new]
+    boot = bootstrap_runs_change(
+        [[f] for f in fb], [[f] for f in fn], resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED
+    )
+    test = mann_whitney(fn, fb)
+    return median(fb), median(fn), boot, test.p_value, test.method
+
+
 def compare_runs(
     base: Sequence[Sequence[float]],
     new: Sequence[Sequence[float]],
@@ -321,28 +354,7 @@ def compare_runs(
     several = max(len(runs[0]), len(runs[1])) > 1
     if estimator != "median" and min(len(runs[0]), len(runs[1])) < MIN_RUNS:
         estimator = "median"
-    if estimator == "median":
-        mb, mn = median(base_steps), median(new_steps)
-        boot = bootstrap_runs_change(*runs, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED)
-        if several:
-            p_value, method = boot.p_value, "bootstrap"
-        else:
-            test = mann_whitney(new_steps, base_steps)
-            p_value, method = test.p_value, test.method
-    else:
-        # Each run one figure: the runs, not the steps, are the independent samples.
-        fb = [run_figure(run, estimator) for run in runs[0]]
-        fn = [run_figure(run, estimator) for run in runs[1]]
-        mb, mn = median(fb), median(fn)
-        boot = bootstrap_runs_change(
-            [[f] for f in fb],
-            [[f] for f in fn],
-            resamples=RESAMPLES,
-            confidence=CONFIDENCE,
-            seed=SEED,
-        )
-        test = mann_whitney(fn, fb)
-        p_value, method = test.p_value, test.method
+    mb, mn, boot, p_value, method = _estimate(*runs, estimator)
     change = 100 * (mn - mb) / mb if mb else 0.0
     lo, hi = boot.low, boot.high
     significant = p_value < ALPHA and (lo > 0 or hi < 0)
