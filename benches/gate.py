@@ -86,14 +86,19 @@ class Floor:
 #: turns, beside a whole CI run (load 4-7 on 2 cores). Each sits below every unchanged run
 #: once a low first measurement is pooled with its confirmation, and above most slowed runs;
 #: a slowed run is red as soon as one of its check's ratios is below (the four export ratios
-#: share kinetrace's time). ``measured`` is a typical run.
+#: share kinetrace's time). Summary's and diff's floors sit ~25% under the lowest unchanged
+#: ratio seen on two virtual machines of this kind: on a second one, alone, an unchanged
+#: build measured 27.9x and 10.7-11.4x (HTA's pandas ~20% faster against kinetrace there),
+#: where 1.5x slower had measured 18.2-22.2x and 10.1-11.0x on the first; so across machines
+#: they catch 2x, and the instruction-count gate watches their code for less. ``measured``
+#: is a typical run.
 FLOORS = [
     Floor("export", "export .json.gz vs stock C++", 5.5, "~8.4x"),
     Floor("export", "export .json.gz vs torch Python", 2.45, "~3.6x"),
     Floor("export", "export .json vs stock C++", 0.7, "~0.9x"),
     Floor("export", "export .json vs torch Python", 2.5, "~3.1x"),
-    Floor("summary", "summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB)", 26.0, "~35x"),
-    Floor("diff", "diff vs HTA 0.5.0 compare_traces (trace_diff)", 12.0, "~16x"),
+    Floor("summary", "summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB)", 20.0, "~30x"),
+    Floor("diff", "diff vs HTA 0.5.0 compare_traces (trace_diff)", 8.5, "~13x"),
 ]
 SUMMARY, DIFF = FLOORS[-2].name, FLOORS[-1].name
 CHECKS = ("export", "summary", "diff")
