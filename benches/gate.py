@@ -88,8 +88,8 @@ class Floor:
 #: a slowed run is red as soon as one of its check's ratios is below (the four export ratios
 #: share kinetrace's time). Summary's and diff's floors sit ~25% under the lowest unchanged
 #: ratio seen on two virtual machines of this kind: on a second one, alone, an unchanged
-#: build measured 27.9x and 10.7-11.4x (HTA's pandas ~20% faster against kinetrace there),
-#: where 1.5x slower had measured 18.2-22.2x and 10.1-11.0x on the first; so across machines
+#: build once measured 27.9x and 10.7-11.4x (36.3x and 12.4x minutes later), where 1.5x
+#: slower had measured 18.2-22.2x and 10.1-11.0x on the first; so across machines and runs
 #: they catch 2x, and the instruction-count gate watches their code for less. ``measured``
 #: is a typical run.
 FLOORS = [
