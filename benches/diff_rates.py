@@ -34,8 +34,6 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-import benchlib  # noqa: F401  (puts tests/ on sys.path)
-
 import kinetrace
 from kinetrace._tools.diff import CPU_ESTIMATORS, StepComparison, compare_runs, job_steps
 

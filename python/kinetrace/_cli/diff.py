@@ -19,6 +19,7 @@ from kinetrace._text import change_pct, duration, p_value, signed_duration
 from kinetrace._tools.diff import (
     CPU_ESTIMATOR,
     CPU_ESTIMATORS,
+    ESTIMATOR_FIGURES,
     GATES,
     MIN_STEPS,
     SAME_WITHIN_PCT,
@@ -66,14 +67,6 @@ def _said(v: StepComparison) -> str:
     return f"NEW is {v.verdict}"
 
 
-#: What a side's time is under each per-run estimator (``StepComparison.estimator``).
-ESTIMATOR_TEXTS = {
-    "median": "median",
-    "quartile": "runs' lower quartiles, median",
-    "fastest": "runs' fastest steps, median",
-}
-
-
 def verdict_lines(v: StepComparison, what: str = "step time") -> tuple[str, list[str]]:
     """The verdict (change, interval, p) and, apart, what it is about: the medians, and for
     an ``"unknown"`` the samples that would likely decide it."""
@@ -84,7 +77,7 @@ def verdict_lines(v: StepComparison, what: str = "step time") -> tuple[str, list
         )
     assert v.base_median_us is not None and v.new_median_us is not None
     details = [
-        f"{ESTIMATOR_TEXTS.get(v.estimator, 'median')} {duration(v.base_median_us)} -> "
+        f"{ESTIMATOR_FIGURES[v.estimator]} {duration(v.base_median_us)} -> "
         f"{duration(v.new_median_us)} ({v.base_steps} vs {v.new_steps} steps)"
     ]
     if v.needed is not None:

@@ -75,6 +75,12 @@ GATES = ("gpu", "cpu")
 #: one the median of many steps is steadier (docs/diff.md, "Which steps speak for a run").
 CPU_ESTIMATORS = ("median", "fastest", "quartile")
 CPU_ESTIMATOR = "median"
+#: What a side's time is under each estimator, in words (the report's, the page's).
+ESTIMATOR_FIGURES = {
+    "median": "median",
+    "fastest": "runs' fastest steps, median",
+    "quartile": "runs' lower quartiles, median",
+}
 #: Fewest runs a side for a per-run estimator: with 4 against 4 the rank test's smallest
 #: two-sided p is 0.029 (3 against 3: 0.1, never significant); fewer fall back to
 #: ``"median"``.
@@ -285,13 +291,15 @@ def run_figure(steps: Sequence[float], estimator: str) -> float:
 
 
 def _estimate(
-    base: Sequence[Sequence[float]], new: Sequence[Sequence[float]], estimator: str
+    base: Sequence[Sequence[float]],
+    new: Sequence[Sequence[float]],
+    pooled: tuple[Sequence[float], Sequence[float]],
+    estimator: str,
 ) -> tuple[float, float, BootstrapChange, float, str]:
     """Each side's time, the bootstrap of the change, its p-value and the test that gave it
-    (:func:`compare_runs`; every run non-empty)."""
+    (:func:`compare_runs`; every run non-empty, ``pooled`` each side's steps)."""
     if estimator == "median":
-        base_steps = [d for run in base for d in run]
-        new_steps = [d for run in new for d in run]
+        base_steps, new_steps = pooled
         boot = bootstrap_runs_change(
             base, new, resamples=RESAMPLES, confidence=CONFIDENCE, seed=SEED
         )
@@ -354,7 +362,7 @@ def compare_runs(
     several = max(len(runs[0]), len(runs[1])) > 1
     if estimator != "median" and min(len(runs[0]), len(runs[1])) < MIN_RUNS:
         estimator = "median"
-    mb, mn, boot, p_value, method = _estimate(*runs, estimator)
+    mb, mn, boot, p_value, method = _estimate(*runs, (base_steps, new_steps), estimator)
     change = 100 * (mn - mb) / mb if mb else 0.0
     lo, hi = boot.low, boot.high
     significant = p_value < ALPHA and (lo > 0 or hi < 0)

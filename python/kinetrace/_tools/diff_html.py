@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from html import escape
 
 from kinetrace._text import change_pct, duration, p_value, signed_duration
-from kinetrace._tools.diff import DiffResult, StepComparison
+from kinetrace._tools.diff import ESTIMATOR_FIGURES, DiffResult, StepComparison
 from kinetrace._tools.diff_names import row_label
 from kinetrace._tools.diff_ops import OperatorChange
 from kinetrace._tools.diff_stats import median
@@ -111,10 +111,7 @@ def _waterfall_svg(result: DiffResult) -> str:
     def x(us: float) -> float:
         return label_w + (us - start) * scale
 
-    step = {
-        "quartile": "step, runs' lower quartiles",
-        "fastest": "step, runs' fastest",
-    }.get(v.estimator, "median step")
+    step = "median step" if v.estimator == "median" else f"step ({ESTIMATOR_FIGURES[v.estimator]})"
     rows = [(f"BASE {step}", start, v.base_median_us, "wf-end", END, duration(v.base_median_us))]
     for c, before, after in zip(steps, totals[:-1], totals[1:], strict=True):
         cls, colour = ("wf-up", UP) if c.change_us > 0 else ("wf-down", DOWN)
@@ -201,10 +198,7 @@ def _test_name(test: str | None) -> str:
 def _strip_caption(v: StepComparison) -> str:
     if v.ci_low_pct is None or v.base_median_us is None or v.new_median_us is None:
         return f"{v.base_steps} steps in BASE, {v.new_steps} in NEW: {v.verdict}."
-    figure = {
-        "quartile": "Median of the runs' lower quartiles",
-        "fastest": "Median of the runs' fastest steps",
-    }.get(v.estimator, "Median")
+    figure = ESTIMATOR_FIGURES[v.estimator].capitalize()
     test = _test_name(v.test) + ("" if v.estimator == "median" else " of the runs' figures")
     return (
         f"{figure} {duration(v.base_median_us)} (BASE, {v.base_steps} steps) and "
