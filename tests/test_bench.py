@@ -8,6 +8,7 @@ import dataclasses
 import gzip
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -474,7 +475,10 @@ def _export(json_vs_cpp: float | list[float]) -> dict[str, float | list[float]]:
     }
 
 
-_SUMMARY: dict[str, float | list[float]] = {"summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB)": 40.0}
+_SUMMARY: dict[str, float | list[float]] = {
+    "summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB)": 40.0,
+    "summary vs zlib inflating its file": 0.8,
+}
 _DIFF: dict[str, float | list[float]] = {"diff vs HTA 0.5.0 compare_traces (trace_diff)": 20.0}
 
 
@@ -540,3 +544,34 @@ def test_every_gate_floor_is_under_its_typical_figure() -> None:
     for floor in gate.FLOORS:
         typical = float(floor.measured.lstrip("~").rstrip("x"))
         assert floor.floor < typical, floor
+
+
+def test_timed_programs_take_turns_and_pair_each_peer_with_kinetrace(tmp_path: Path) -> None:
+    gate = _load_gate()
+    log = tmp_path / "order"
+
+    def program(name: str, seconds: float) -> list[str]:
+        code = f"open({str(log)!r}, 'a').write({name!r} + ' ')\nprint({seconds})"
+        return [sys.executable, "-c", code]
+
+    commands = {"kinetrace": program("k", 1.0), "HTA": program("H", 30.0)}
+    commands["zlib"] = program("z", 0.25)
+    found = gate.processes_rounds("three", commands, rounds=4)
+    # The order turns by one each round: no side always runs first or right after another.
+    assert log.read_text().split() == "k H z H z k z k H k H z".split()
+    assert found == {"HTA": [(30.0, 1.0)] * 4, "zlib": [(0.25, 1.0)] * 4}
+
+
+def test_the_yardstick_inflates_every_gzip_member(tmp_path: Path) -> None:
+    gate = _load_gate()
+    one = gzip.compress(b'{"traceEvents": []}' * 10_000)
+    (tmp_path / "two.json.gz").write_bytes(one + one)
+    # The second member's CRC-32 (its trailer's first 4 bytes) wrong: only its inflate sees it.
+    (tmp_path / "bad.json.gz").write_bytes(one + one[:-8] + b"\0\0\0\0" + one[-4:])
+    program = gate.timed(gate.INFLATE_IMPORTS, "_inflate(_files[0])", calls=2)
+    run = [sys.executable, "-c", program]
+    done = subprocess.run([*run, str(tmp_path / "two.json.gz")], capture_output=True, text=True)
+    assert done.returncode == 0 and float(done.stdout.split()[-1]) > 0, done.stderr
+    # A bad second member fails: the yardstick inflated it, as kinetrace reads it.
+    done = subprocess.run([*run, str(tmp_path / "bad.json.gz")], capture_output=True, text=True)
+    assert done.returncode == 1 and "zlib.error" in done.stderr, done.stderr

@@ -1,11 +1,12 @@
 """The ratio gate (``benches/gate.py``, CI's ``bench`` session) turns red when kinetrace's
-export is 1.5x slower or its summary 2x (summary's floor holds on machines whose speeds
-against HTA differ by 20%: docs/benchmarks.md, "The ratio gate"): a build with the test
-hooks (``support.hooks``) and ``KINETRACE_TEST_SLOWDOWN=F`` makes kinetrace's part of every
-export, summary and diff take F times as long, and the gate must name a ratio that fell
-below its floor and exit 1, after measuring again. (That an
-unchanged build stays green is measured by ``python benches/gate.py --runs 10``:
-docs/benchmarks.md, "The ratio gate"; and every CI run's ``bench`` stage is one more such run.)"""
+export or its summary is 1.5x slower: a build with the test hooks (``support.hooks``) and
+``KINETRACE_TEST_SLOWDOWN=F`` makes kinetrace's part of every export, summary and diff take
+F times as long, and the gate must name a ratio that fell below its floor and exit 1, after
+measuring again. Summary's red comes from its yardstick (zlib inflating the same file, which
+moves with the machine as kinetrace does), not from HTA, whose ratio differed by 20% between
+two machines of one kind (docs/benchmarks.md, "The ratio gate"). (That an unchanged build
+stays green is measured by ``python benches/gate.py --runs 10``: docs/benchmarks.md, "The
+ratio gate"; and every CI run's ``bench`` stage is one more such run.)"""
 
 from __future__ import annotations
 
@@ -51,10 +52,10 @@ def test_an_export_one_and_a_half_times_slower_turns_the_gate_red() -> None:
 
 
 @pytest.mark.timeout(1200)
-def test_a_summary_twice_as_slow_turns_the_gate_red() -> None:
+def test_a_summary_one_and_a_half_times_slower_turns_the_gate_red() -> None:
     trace = real_path("TraceLens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz")
-    done = gate("--only", "summary", "--summary-trace", str(trace), slowdown=2)
+    done = gate("--only", "summary", "--summary-trace", str(trace), slowdown=1.5)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "measuring summary again (3 rounds)" in done.stdout, done.stdout
     assert "the fastest rounds over both measurements' 6 decide" in done.stdout, done.stdout
-    assert "summary vs HTA 0.5.0 (xDiT SD3.5, 62 MB): " in done.stderr, done.stderr
+    assert "summary vs zlib inflating its file: " in done.stderr, done.stderr
