@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -139,6 +140,16 @@ def _requirement(name: str) -> str:
         if spec.startswith(f"{name}=="):
             return spec
     raise RuntimeError(f"requirements-dev.txt pins no {name} (a line {name}==X.Y.Z)")
+
+
+def _requirements(*names: str) -> list[str]:
+    """The lines of requirements-dev.txt (without their comments) that name ``names``, in
+    their order: a session that needs a few test tools installs them as the suite does."""
+    specs = [line.split("#", 1)[0].strip() for line in (ROOT / "requirements-dev.txt").open()]
+    found = [next((s for s in specs if re.match(rf"{n}\s*[=<>~!]", s)), "") for n in names]
+    if not all(found):
+        raise RuntimeError(f"requirements-dev.txt lacks one of {names}")
+    return found
 
 
 def _source_only_wheels(session: nox.Session) -> Path:
@@ -365,11 +376,9 @@ def hooks(session: nox.Session) -> None:
     """The tests that need a build with hooks (never a release wheel): the extension built
     with the cargo feature ``test-hooks``, unpacked and put first on the path for
     tests/test_panics.py (panics become errors) and tests/test_bench_gate.py (a kinetrace
-    slowed on purpose turns the benchmark gate red); tests/test_count_gate.py builds the
-    counts program with ``count-hooks`` (more work in a hot path turns the count gate red,
-    an unchanged build stays green). ``KINETRACE_REQUIRE_TEST_HOOKS`` makes a build without
-    the hooks fail those files instead of skipping them."""
-    _ensure_valgrind(session)
+    slowed on purpose turns the benchmark gate red). ``KINETRACE_REQUIRE_TEST_HOOKS`` makes
+    a build without the hooks fail those files instead of skipping them. (The count gate's
+    hooks are the counts program's: ``count_hooks``.)"""
     _install_dev(session)
     _install_suite_wheel(session)  # benches/gate.py's peers: the same torch, the wheel's code
     hooks = Path(session.create_tmp()) / "test-hooks"
@@ -391,9 +400,26 @@ def hooks(session: nox.Session) -> None:
         session,
         "tests/test_panics.py",
         "tests/test_bench_gate.py",
-        "tests/test_count_gate.py",
         *session.posargs,
         env={"PYTHONPATH": str(hooks / "site"), "KINETRACE_REQUIRE_TEST_HOOKS": "1"},
+    )
+
+
+@nox.session(python=MAIN_PYTHON)
+def count_hooks(session: nox.Session) -> None:
+    """tests/test_count_gate.py: the counts program built with the cargo feature
+    ``count-hooks`` (never a wheel) turns the count gate red on a few percent more work in a
+    hot path, and an unchanged build stays green. In CI's background lane after ``counts``,
+    whose program shares its fast-profile build (no extension is built here, no torch).
+    ``KINETRACE_REQUIRE_TEST_HOOKS`` makes a missing Valgrind fail the file, not skip it."""
+    _ensure_valgrind(session)
+    session.install(*_requirements("pytest", "pytest-timeout", "hypothesis"))
+    _install_suite_wheel(session)  # tests/support reads kinetrace's time base; no torch
+    _pytest(
+        session,
+        "tests/test_count_gate.py",
+        *session.posargs,
+        env={"KINETRACE_REQUIRE_TEST_HOOKS": "1"},
     )
 
 

@@ -10,8 +10,9 @@
 #   rust        the Rust core's tests (cargo test, fast profile)
 #   counts      the instruction-count gate: every tool's native work and `import kinetrace`
 #               counted under Valgrind, red on a count 1% above benches/counts-baseline.json
-#   hooks       test_panics and test_bench_gate against a build with the test-hooks feature,
-#               test_count_gate against the counts program built with count-hooks
+#   count-hooks test_count_gate: the counts program built with count-hooks turns the count
+#               gate red on ~3% more work in a hot path, an unchanged one stays green
+#   hooks       test_panics and test_bench_gate against a build with the test-hooks feature
 #   install     both manylinux wheels and the sdist, installed as users do (x86_64, aarch64)
 #   workflows   .github/workflows against GitHub's schema and zizmor, offline
 #   compat      tests/compat on every torch x Python row of docs/supported.md
@@ -20,10 +21,11 @@
 #               HTA in one run, red below their floors (benches/gate.py), alone on the machine
 #
 # Two lanes share the 2 cores after the fresh demo: the suite then hooks in the foreground
-# (pytest is mostly one thread), and lint, rust, counts, install, workflows, compat and slow
-# one after the other in the background (their output is shown when the lane ends); hooks
-# follows the suite because the background lane is the longer one (by 4-8 minutes in CI
-# runs). Downloads
+# (pytest is mostly one thread), and lint, rust, counts, count-hooks, install, workflows,
+# compat and slow one after the other in the background (their output is shown when the lane
+# ends); hooks follows the suite, and the count gate's tests (Valgrind, the counts program's
+# build) sit in the background lane, so the two lanes end within minutes of each other
+# (a trial before the move: the foreground 53.2 minutes, the background 48.6). Downloads
 # start first, beside the CPU-bound stages: the Debian packages the suite and the install
 # test need, the arm64 root filesystem, and every compat row's torch (scripts/prefetch.sh).
 # The bench gate runs last, alone. The run ends with every stage's wall time.
@@ -149,6 +151,7 @@ background_stages() {
   stage lint "$NOX" -s lint
   stage rust "$NOX" -s rust
   stage counts "$NOX" -s counts # after rust: its dependencies are built in the same profile
+  stage count-hooks "$NOX" -s count_hooks # the same program with count-hooks
   after_lane prefetch-rootfs
   stage install "$NOX" -s install workflows
   after_lane prefetch-compat
