@@ -348,7 +348,7 @@ def test_unchanged_runs_in_separate_processes_raise_no_alarm(tmp_path, capsys):
     The remedy docs/diff.md gives is asserted: the six BASE profiles against the six NEW
     ones, as runs (``--runs``), raise no alarm either way, whatever the pairs did, with the
     pooled median or each run's fastest step: the interval resamples the runs, so the
-    spread between processes counts (measured: changes of -1.7 to +1.7%, none
+    spread between processes counts (measured ten a side: changes of -1.7 to +1.7%, none
     significant; benches/diff_rates.py: no alarm in 180 comparisons of 5 runs a side)."""
     base, new = tmp_path / "base", tmp_path / "new"
     base.mkdir()
