@@ -242,8 +242,13 @@ def _need(*traces: Path) -> None:
 
 def summary_rounds(trace: Path, rounds: int) -> Rounds:
     """``kinetrace.summarize`` (what ``kinetrace summary`` reports) and HTA's four analyses
-    on ``trace``."""
+    on ``trace``, and the yardstick inflating it (so a ``.json.gz``)."""
     _need(trace)
+    with trace.open("rb") as f:
+        if f.read(2) != b"\x1f\x8b":
+            raise SystemExit(
+                f"gate: {trace} is not gzip; the summary check's yardstick inflates it"
+            )
     with tempfile.TemporaryDirectory(prefix="kinetrace-gate-") as folder:
         # HTA reads every trace of a folder: this one alone, by a link.
         (Path(folder) / trace.name).symlink_to(trace)
@@ -364,7 +369,12 @@ def main(argv: list[str] | None = None, measure: Measure | None = None) -> int:
         type=int,
         help=f"rounds of every check (default: {ROUNDS}); each side's fastest counts",
     )
-    parser.add_argument("--summary-trace", type=Path, default=XDIT_FILE)
+    parser.add_argument(
+        "--summary-trace",
+        type=Path,
+        default=XDIT_FILE,
+        help="a .json.gz trace (default: xDiT SD3.5)",
+    )
     parser.add_argument(
         "--runs",
         type=int,

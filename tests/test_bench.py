@@ -575,3 +575,11 @@ def test_the_yardstick_inflates_every_gzip_member(tmp_path: Path) -> None:
     # A bad second member fails: the yardstick inflated it, as kinetrace reads it.
     done = subprocess.run([*run, str(tmp_path / "bad.json.gz")], capture_output=True, text=True)
     assert done.returncode == 1 and "zlib.error" in done.stderr, done.stderr
+
+
+def test_the_summary_check_asks_for_a_gzip_trace(tmp_path: Path) -> None:
+    gate = _load_gate()
+    plain = tmp_path / "trace.json"
+    plain.write_text('{"traceEvents": []}')
+    with pytest.raises(SystemExit, match="is not gzip; the summary check's yardstick"):
+        gate.summary_rounds(plain, rounds=1)
