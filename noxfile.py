@@ -132,11 +132,15 @@ REQUIRE_EVERYTHING = {"KINETRACE_REQUIRE_CATAPULT": "1", "KINETRACE_REQUIRE_CONS
 SOURCE_ONLY = ("pyspark",)
 
 
+def _dev_specs() -> list[str]:
+    """The lines of requirements-dev.txt without their comments."""
+    return [line.split("#", 1)[0].strip() for line in (ROOT / "requirements-dev.txt").open()]
+
+
 def _requirement(name: str) -> str:
     """The line of requirements-dev.txt that pins ``name`` exactly (without its comment):
     ``torch==`` is the one torch pin of the main suite."""
-    for line in (ROOT / "requirements-dev.txt").read_text().splitlines():
-        spec = line.split("#", 1)[0].strip()
+    for spec in _dev_specs():
         if spec.startswith(f"{name}=="):
             return spec
     raise RuntimeError(f"requirements-dev.txt pins no {name} (a line {name}==X.Y.Z)")
@@ -145,7 +149,7 @@ def _requirement(name: str) -> str:
 def _requirements(*names: str) -> list[str]:
     """The lines of requirements-dev.txt (without their comments) that name ``names``, in
     their order: a session that needs a few test tools installs them as the suite does."""
-    specs = [line.split("#", 1)[0].strip() for line in (ROOT / "requirements-dev.txt").open()]
+    specs = _dev_specs()
     found = [next((s for s in specs if re.match(rf"{n}\s*[=<>~!]", s)), "") for n in names]
     if not all(found):
         raise RuntimeError(f"requirements-dev.txt lacks one of {names}")

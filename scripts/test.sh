@@ -25,7 +25,7 @@
 # compat and slow one after the other in the background (their output is shown when the lane
 # ends); hooks follows the suite, and the count gate's tests (Valgrind, the counts program's
 # build) sit in the background lane, so the two lanes end within minutes of each other
-# (a trial before the move: the foreground 53.2 minutes, the background 48.6). Downloads
+# (trials: before the move 53.2 and 48.6 minutes, after it 56.5 and 54.3). Downloads
 # start first, beside the CPU-bound stages: the Debian packages the suite and the install
 # test need, the arm64 root filesystem, and every compat row's torch (scripts/prefetch.sh).
 # The bench gate runs last, alone. The run ends with every stage's wall time.
