@@ -76,6 +76,14 @@ nox.options.sessions = ["lint", "rust", "tests"]
 os.environ.setdefault("UV_CACHE_DIR", str(CACHE / "uv"))
 os.environ.setdefault("UV_LINK_MODE", "hardlink")
 os.environ["UV_PYTHON_DOWNLOADS"] = "never"  # the machine's own interpreters only
+# Bytecode is written, in a tree of its own under the cache (no __pycache__ in the clone, the
+# venvs or the tests' folders). uv installs no .pyc, and where the environment sets
+# PYTHONDONTWRITEBYTECODE (this machine's image does) every fresh process compiles torch's
+# source again: a process that imports torch and starts a profile took 17.7 s of CPU so and
+# 6.7 s reading bytecode (import 7.5 -> 2.8 s, the profiler's first start 8.7 -> 2.5 s), and
+# the suite, the slow set, compat and the gate start hundreds of them.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(CACHE / "pycache"))
 
 
 def _interpreters_first() -> None:
