@@ -96,6 +96,34 @@ def test_bytes_between_host_and_device_are_counted_by_direction(base, tmp_path, 
     capsys.readouterr()
 
 
+def test_more_flops_per_step_is_an_exact_count_change(tmp_path, capsys):
+    """One aten::mm a step, its K doubled in NEW: the same kernels, twice the FLOPs that
+    ``ops`` models, exact."""
+    base = gpu_run(tmp_path / "base.json", steps=STEPS, seed=1, mm=(64, 64, 64))
+    new = gpu_run(tmp_path / "new.json", steps=STEPS, seed=2, mm=(64, 128, 64))
+    (rank,) = kinetrace.diff(base, new).counts
+    assert [(c.what, c.name, c.base_per_step, c.new_per_step) for c in rank.changes] == [
+        ("flops", "modelled operators", 2 * 64**3, 2 * 64 * 128 * 64)
+    ]
+    assert rank.regression()
+    assert run("diff", base, new, "--fail-on-counts") == status.REGRESSION
+    out = capsys.readouterr().out.splitlines()
+    assert (
+        "counts per step: 1 changed on 1 rank (more work per step in NEW): "
+        "FLOPs 524,288 -> 1,048,576"
+    ) in out
+    assert run("diff", new, base, "--fail-on-counts") == status.DONE  # fewer: listed only
+    assert run("diff", base, new, "--markdown") == status.DONE
+    assert "| 0 | 524,288 | 1,048,576 | FLOPs |" in capsys.readouterr().out
+    # Without shapes on a side, its FLOPs are none: a change all the same.
+    (rank,) = kinetrace.diff(gpu_run(tmp_path / "plain.json", steps=STEPS), new).counts
+    assert [c.what for c in rank.changes] == ["flops"]
+    (rank,) = kinetrace.diff(
+        base, gpu_run(tmp_path / "again.json", steps=STEPS, seed=3, mm=(64, 64, 64))
+    ).counts
+    assert rank.changes == ()
+
+
 def test_a_kernel_renamed_between_builds_is_no_count_change(base, tmp_path):
     names = {"k_b": "k_b_0123456789ab"}
     one = gpu_run(tmp_path / "one.json", steps=STEPS, seed=2, names=names)
@@ -259,6 +287,36 @@ def test_real_steps_figures_are_the_events_read_by_the_rules(name: str) -> None:
             assert b == pytest.approx(wb, abs=1e-6)
         assert c == wc and h == wh
     assert any(c for _, c, _ in native)  # GPU work in the steps: the check checked something
+    flops = [s["flops"] for s in steps["steps"]]
+    assert flops == _flops_by_step(path)
+    if name in WITH_SHAPES:
+        assert any(flops)
+
+
+#: The traces of REAL whose operators record their shapes.
+WITH_SHAPES = (REAL[0], REAL[1], REAL[4], REAL[5])
+
+
+def _flops_by_step(path: Path) -> list[int]:
+    """Per ProfilerStep (file order), the FLOPs of the operators ``ops`` gives figures for
+    (its ``exact`` rows) whose event starts in the step's slice, each rounded."""
+    events = _events(path)
+    steps = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("ph") == "X"
+        and str(e.get("name", "")).startswith("ProfilerStep#")
+        and e.get("cat") != "gpu_user_annotation"
+    ]
+    out = [0] * len(steps)
+    for row in kinetrace.ops(path).rows:
+        if row["flops"] is None:
+            continue
+        ts = events[row["uid"]]["ts"]
+        inside = [k for k, (s, end) in enumerate(steps) if s <= ts < end]
+        if inside:
+            out[inside[-1]] += round(row["flops"])
+    return out
 
 
 def test_real_pairs_and_ranks(capsys):

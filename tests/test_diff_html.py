@@ -112,7 +112,9 @@ def test_page_of_real_profiles(sides, tmp_path, capsys):
     assert doc.find("p")[0].text.startswith("job step time (gates): ")
     others = [p.text for p in doc.find("p", "other-verdict")]
     assert others[0].startswith("job GPU time per step: none")
-    assert others[1].startswith("counts per step: unchanged")
+    # The added product is the one count that changed, exact: its FLOPs (2 x n^3 each).
+    flops = f"FLOPs {MMS * 2 * SIZE**3:,} -> {MMS * 2 * SIZE**3 + 2 * EXTRA**3:,}"
+    assert others[1] == f"counts per step: 1 changed on 1 rank (more work per step in NEW): {flops}"
     # One dot per step sample on each side, the very durations the traces hold.
     result = kinetrace.diff(base, new, runs=True)
     v = result.verdict

@@ -499,6 +499,7 @@ class _StepFigures(TypedDict):
     names: list[int]
     counts: list[int]
     memcpy_bytes: list[int]
+    flops: int
 
 class _RankSteps(TypedDict):
     names: list[str]

@@ -52,6 +52,7 @@ fn steps_dict<'py>(py: Python<'py>, found: RankSteps) -> PyResult<Bound<'py, PyD
         s.set_item("names", ids)?;
         s.set_item("counts", counts)?;
         s.set_item("memcpy_bytes", step.memcpy_bytes.to_vec())?;
+        s.set_item("flops", step.flops)?;
         steps.append(s)?;
     }
     d.set_item("steps", steps)?;

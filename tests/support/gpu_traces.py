@@ -25,11 +25,14 @@ def gpu_run(
     extra: str | None = None,
     htod_bytes: int = 4096,
     names: dict[str, str] | None = None,
+    mm: tuple[int, int, int] | None = None,
 ) -> Path:
     """A one-rank trace at ``path``: ``steps`` ``ProfilerStep#N`` slices, each launching
     ``k_a``, ``k_b`` (durations times ``longer[name]`` where given; renamed to
     ``names[name]`` where given), a memcpy of ``htod_bytes`` host to device, and ``extra``
-    (a 50 µs kernel) where given, every launch linked to its activity by correlation."""
+    (a 50 µs kernel) where given, every launch linked to its activity by correlation; with
+    ``mm`` (M, K, N), ``k_a``'s launch inside an ``aten::mm`` of an M x K and a K x N float
+    matrix (2 x M x K x N FLOPs)."""
     rng = random.Random(seed)
     longer = longer or {}
     names = names or {}
@@ -58,6 +61,13 @@ def gpu_run(
             {"ph": "X", "cat": "cpu_op", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
              "ts": t, "dur": round(cpu, 3)}
         )  # fmt: skip
+        if mm:
+            m, k, n = mm
+            events.append(
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                 "ts": t + 5, "dur": 12,
+                 "args": {"Input Dims": [[m, k], [k, n]], "Input type": ["float", "float"]}}
+            )  # fmt: skip
         start = t + 100.0
         for k, (name, dur) in enumerate(KERNELS.items()):
             took = round(dur * longer.get(name, 1.0) * (1 + 0.002 * rng.random()), 3)

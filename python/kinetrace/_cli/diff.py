@@ -117,7 +117,7 @@ def counts_line(result: DiffResult) -> str:
     if not result.counts or not any(r.base_steps and r.new_steps for r in result.counts):
         return "counts per step: none (no step on a side)"
     if not changed:
-        return "counts per step: unchanged (GPU launches by name, memcpy bytes; exact)"
+        return "counts per step: unchanged (GPU launches by name, memcpy bytes, FLOPs; exact)"
     ranks = len({r.rank for r, _ in changed})
     more = " (more work per step in NEW)" if result.count_regression() else ""
     first = ", ".join(_count_text(c) for _, c in changed[:3])
@@ -136,9 +136,8 @@ def _count_text(c: CountChange) -> str:
     name = row_label(c.status, c.name, c.new_name)
     if len(name) > 60:
         name = name[:57] + "..."
-    unit = " B" if c.what == "memcpy bytes" else ""
-    label = f"{c.name} memcpy bytes" if c.what == "memcpy bytes" else name
-    return f"{label} {c.base_per_step:g}{unit} -> {c.new_per_step:g}{unit}"
+    label = c.measure or name
+    return f"{label} {c.figure(c.base_per_step)}{c.unit} -> {c.figure(c.new_per_step)}{c.unit}"
 
 
 def _rank_rows(result: DiffResult, gpu: bool = False) -> list[str]:
@@ -168,13 +167,9 @@ def _count_rows(result: DiffResult) -> list[str]:
     lines = [f"{'rank':>5}  {'BASE/step':>14}  {'NEW/step':>14}  what"]
     for r in result.counts:
         for c in r.changes[:TOP]:
-            unit = " B" if c.what == "memcpy bytes" else ""
-            name = (
-                f"{c.name} memcpy bytes"
-                if c.what == "memcpy bytes"
-                else row_label(c.status, c.name, c.new_name)
-            )
-            row = f"{r.rank:>5}  {c.base_per_step:>12g}{unit:2}  {c.new_per_step:>12g}{unit:2}  "
+            name = c.measure or row_label(c.status, c.name, c.new_name)
+            b, n = c.figure(c.base_per_step), c.figure(c.new_per_step)
+            row = f"{r.rank:>5}  {b:>12}{c.unit:2}  {n:>12}{c.unit:2}  "
             room = WIDTH - len(row)
             lines.append(row + (name if len(name) <= room else name[: room - 3] + "..."))
     return lines
@@ -315,12 +310,9 @@ def _markdown_counts(result: DiffResult) -> list[str]:
     lines = ["| rank | BASE/step | NEW/step | what |", "|---:|---:|---:|---|"]
     for r in result.counts:
         for c in r.changes[:TOP]:
-            what = (
-                f"{c.name} memcpy bytes"
-                if c.what == "memcpy bytes"
-                else _md_name(c.status, c.name, c.new_name)
-            )
-            lines.append(f"| {r.rank} | {c.base_per_step:g} | {c.new_per_step:g} | {what} |")
+            what = c.measure or _md_name(c.status, c.name, c.new_name)
+            b, n = c.figure(c.base_per_step), c.figure(c.new_per_step)
+            lines.append(f"| {r.rank} | {b} | {n} | {what} |")
     return lines
 
 
@@ -475,7 +467,8 @@ def add_parser(subparsers: Any) -> None:
             "bootstrap interval, Mann-Whitney p (the bootstrap's with --runs) and a verdict: "
             "slower, faster, same (the interval within --same-within) or unknown (with about "
             "how many runs or steps a side would decide it); and the counts per step (GPU "
-            "activities launched by name, memcpy bytes by direction), exact. Then the GPU "
+            "activities launched by name, memcpy bytes by direction, FLOPs of the operators "
+            "ops models), exact. Then the GPU "
             "time breakdown, GPU activities and operators with the largest change. The first "
             "line is the verdict that gates. "
             "Exit status: 0 done, 1 failed (a file is not a trace, two files of one rank), "
@@ -543,7 +536,7 @@ def _add_verdict_options(parser: argparse.ArgumentParser) -> None:
         "--fail-on-counts",
         action="store_true",
         help=f"exit {REGRESSION} when NEW does more per step on a rank: a new GPU activity, "
-        "more launches of one, more bytes copied between host and device",
+        "more launches of one, more bytes copied between host and device, more FLOPs",
     )
     parser.add_argument(
         "--same-within",

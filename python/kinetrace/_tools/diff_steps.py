@@ -5,8 +5,9 @@
   the activities it launched to the next step's) with a GPU activity of the rank running;
   the job's, per step present on every rank, the largest of the ranks' (as the job's CPU
   step is its slowest rank's);
-- the **counts**: per rank, the GPU activities the steps launched, by name, and the bytes
-  of their memcpys by direction, per step on each side. A count is exact: a change is any
+- the **counts**: per rank, the GPU activities the steps launched, by name, the bytes of
+  their memcpys by direction, and the FLOPs of the operators ``ops`` models (its ``exact``
+  rules) that started in them, per step on each side. A count is exact: a change is any
   difference, decided on integers (total x steps), never within a tolerance. Names on one
   side only whose family matches are the same activity renamed between builds
   (:func:`kinetrace._tools.diff_names.family`), compared as one.
@@ -36,9 +37,11 @@ HOST_DEVICE = ("HtoD", "DtoH")
 @dataclass(frozen=True)
 class CountChange:
     """One count per step on each side that differs: a GPU activity's launches by name
-    (``what`` ``"launches"``, ``kind`` its type) or a direction's memcpy bytes (``what``
-    ``"memcpy bytes"``, ``name`` the direction, ``kind`` ``"MEMORY"``). ``status`` ``"new"``,
-    ``"gone"``, ``"renamed"`` (``name`` BASE's, ``new_name`` NEW's) or ``""``."""
+    (``what`` ``"launches"``, ``kind`` its type), a direction's memcpy bytes (``what``
+    ``"memcpy bytes"``, ``name`` the direction, ``kind`` ``"MEMORY"``) or the modelled
+    operators' FLOPs (``what`` ``"flops"``, ``name`` ``"modelled operators"``, ``kind``
+    ``""``). ``status`` ``"new"``, ``"gone"``, ``"renamed"`` (``name`` BASE's, ``new_name``
+    NEW's) or ``""``."""
 
     what: str
     name: str
@@ -47,6 +50,29 @@ class CountChange:
     new_per_step: float
     status: str
     new_name: str = ""
+
+    @property
+    def measure(self) -> str | None:
+        """What a count other than launches measures, as a row names it (``"HtoD memcpy
+        bytes"``, ``"FLOPs"``: of the modelled operators); None for launches (named by the
+        activity)."""
+        if self.what == "memcpy bytes":
+            return f"{self.name} memcpy bytes"
+        if self.what == "flops":
+            return "FLOPs"
+        return None
+
+    @property
+    def unit(self) -> str:
+        """The unit its figures are in, with a leading space (``" B"``), or ``""``."""
+        return " B" if self.what == "memcpy bytes" else ""
+
+    def figure(self, per_step: float) -> str:
+        """A figure per step as a row prints it: FLOPs whole (with thousands separators,
+        where it is whole), the rest in ``g`` format."""
+        if self.what == "flops" and per_step == int(per_step):
+            return f"{int(per_step):,}"
+        return f"{per_step:g}"
 
     @property
     def rose(self) -> bool:
@@ -66,9 +92,12 @@ class RankCounts:
     changes: tuple[CountChange, ...]
 
     def regression(self) -> bool:
-        """More work per step in NEW: a new GPU activity, more launches of one, or more bytes
-        copied between host and device."""
-        return any(c.rose and (c.what == "launches" or c.name in HOST_DEVICE) for c in self.changes)
+        """More work per step in NEW: a new GPU activity, more launches of one, more bytes
+        copied between host and device, or more FLOPs."""
+        return any(
+            c.rose and (c.what in ("launches", "flops") or c.name in HOST_DEVICE)
+            for c in self.changes
+        )
 
 
 def _step_numbers(r: RankSummary) -> list[str]:
@@ -108,6 +137,7 @@ class _Side:
     launches: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
     bytes: dict[str, int] = field(default_factory=dict)
+    flops: int = 0
 
 
 def _side(ranks: Sequence[RankSummary], steps: StepsOf, skip_first: int) -> _Side:
@@ -122,6 +152,7 @@ def _side(ranks: Sequence[RankSummary], steps: StepsOf, skip_first: int) -> _Sid
                 out.kinds[name] = found["kinds"][i]
             for d, n in zip(found["directions"], step["memcpy_bytes"], strict=True):
                 out.bytes[d] = out.bytes.get(d, 0) + n
+            out.flops += step["flops"]
     return out
 
 
@@ -164,7 +195,11 @@ def _changes(b: _Side, n: _Side) -> list[CountChange]:
         pb, pn = _per_step(tb, b.steps), _per_step(tn, n.steps)
         if _differ(tb, b.steps, tn, n.steps):
             rows.append((abs(pn - pb), CountChange("memcpy bytes", d, "MEMORY", pb, pn, "")))
-    rows.sort(key=lambda r: (r[1].what != "launches", -r[0], r[1].name))
+    if _differ(b.flops, b.steps, n.flops, n.steps):
+        pb, pn = _per_step(b.flops, b.steps), _per_step(n.flops, n.steps)
+        rows.append((abs(pn - pb), CountChange("flops", "modelled operators", "", pb, pn, "")))
+    order = {"launches": 0, "memcpy bytes": 1, "flops": 2}
+    rows.sort(key=lambda r: (order[r[1].what], -r[0], r[1].name))
     return [row for _, row in rows]
 
 

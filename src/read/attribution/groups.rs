@@ -70,17 +70,19 @@ pub(crate) fn groups(a: &Attribution) -> Vec<Group> {
     out
 }
 
-/// The groups of the trace `scan` reads, with what `scan` returns and what `records` makes
-/// of it and of the records read, before the call tree is built from them: `scan` is
-/// handed the attribution's visitor to feed, alone or beside others (`diff` reads each
-/// file once, and makes its summary's figures and its steps' of these records: one record
-/// set for all). A trace damaged after some events gives the groups of what was read.
-pub(crate) fn grouped<T, R>(
+/// The attribution of the trace `scan` reads (its operators' arguments kept for the groups
+/// and `ops`' models, not its rows), with what `scan` returns and what `records` makes of
+/// it and of the records read, before the call tree is built from them: `scan` is handed
+/// the attribution's visitor to feed, alone or beside others (`diff` reads each file once,
+/// and makes its summary's figures and its steps' of these records: one record set for
+/// all, then the groups and the modelled FLOPs of the tree). A trace damaged after some
+/// events gives the attribution of what was read.
+pub(crate) fn attributed_beside<T, R>(
     scan: impl FnOnce(&mut dyn Visitor) -> Result<T>,
     records: impl FnOnce(&T, &Collected) -> R,
-) -> Result<(T, R, Vec<Group>)> {
+) -> Result<(T, R, Attribution)> {
     let mut collected = Collected::new(Keep::Groups);
     let read = scan(&mut collected)?;
     let made = records(&read, &collected);
-    Ok((read, made, groups(&tree::build(collected))))
+    Ok((read, made, tree::build(collected)))
 }

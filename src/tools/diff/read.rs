@@ -1,6 +1,7 @@
 //! `diff`'s reading under the default rules: each file once, streaming, for both its
 //! summary (`tools::summary`'s visitor) and its operator groups (the attribution's, then
-//! its call tree and groups: `read::attribution::groups`), through a tee. Every file of
+//! its call tree and groups: `read::attribution::groups`), through a tee; the steps'
+//! figures from the same records, and their FLOPs from the tree (`ops`' models). Every file of
 //! both sides (and of all their runs) is read in one pool (`read::sources`), two threads a
 //! file, as many files at once as the threads given allow; a file named twice (a run
 //! against itself) is read once. Ranks are then assigned per run as `summarize` assigns
@@ -10,10 +11,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::read::attribution::groups::{grouped, Group};
+use crate::read::attribution::groups::{attributed_beside, groups, Group};
 use crate::read::events::{scan_trace, ReadOptions, Tee};
 use crate::read::sources::{Reader, Sources};
 use crate::tools::diff::steps::{step_figures, RankSteps};
+use crate::tools::ops::modelled_flops;
 use crate::tools::summary::events::Collected;
 use crate::tools::summary::exact::{self, Attributed};
 use crate::tools::summary::report::RankSummary;
@@ -45,7 +47,7 @@ fn read_one(
     // On this reader's thread (two threads a file, see `read_runs`). The summary's visitor
     // keeps the steps only: its figures and the steps' are made of the attribution's
     // records (one record set per activity, not two), before the call tree is built.
-    let (read, (figures, steps), operators) = grouped(
+    let (read, (figures, mut steps, slices), attribution) = attributed_beside(
         |operators| {
             let mut summary = Collected::without_gpu();
             let end = scan_trace(path, &mut Tee(&mut summary, operators), reading, options)?;
@@ -56,9 +58,11 @@ fn read_one(
             let slices: Vec<(Option<i64>, i64)> =
                 read.collected.steps.iter().map(|s| (s.1, s.2)).collect();
             let steps = step_figures(&slices, &activities, &records.memory_bytes);
-            (exact::figures(&activities), steps)
+            (exact::figures(&activities), steps, slices)
         },
     )?;
+    steps.count_flops(&slices, &modelled_flops(&attribution));
+    let operators = groups(&attribution);
     let file = FileRead {
         path: path.to_path_buf(),
         operators,
@@ -298,6 +302,37 @@ mod tests {
             found.names.iter().map(|(n, k)| (n.as_str(), *k)).collect();
         assert_eq!(kinds["ncclDevKernel_AllReduce"], "COMMUNICATION");
         assert_eq!(kinds["Memcpy HtoD (Pageable -> Device)"], "MEMORY");
+    }
+
+    /// FLOPs per step: `ops`' modelled operators, each at the outermost (the `aten::mul`
+    /// inside the `aten::addmm` is not counted again; the unmodelled `aten::linear` above
+    /// it counts nothing), by the step whose CPU slice holds its start; an `aten::mm` whose
+    /// inputs its model cannot read, and one outside every step, count nothing.
+    #[test]
+    fn flops_are_the_modelled_operators_of_each_step() {
+        let ops = r#"
+ {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 8, "dur": 6, "args": {"Input Dims": [[4, 8], [8, 16]], "Input type": ["float", "float"]}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 40, "dur": 6, "args": {"Input Dims": [], "Input type": []}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 105, "dur": 20},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 106, "dur": 18, "args": {"Input Dims": [[16], [4, 8], [8, 16]], "Input type": ["float", "float", "float"]}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 107, "dur": 2, "args": {"Input Dims": [[4, 16], [4, 16]], "Input type": ["float", "float"]}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 500, "dur": 6, "args": {"Input Dims": [[4, 8], [8, 16]], "Input type": ["float", "float"]}},"#;
+        let text = STEPS_TRACE.replacen(
+            r#"{"traceEvents": ["#,
+            &format!(r#"{{"traceEvents": [{ops}"#),
+            1,
+        );
+        let found = read_steps(&text);
+        let flops: Vec<i64> = found.steps.iter().map(|s| s.flops).collect();
+        // 2 x 4 x 8 x 16; the same and the bias (4 x 16, as `ops` charges it).
+        assert_eq!(flops, [1024, 1024 + 64]);
+        // The GPU figures are those of the trace without the operators.
+        let plain = read_steps(STEPS_TRACE);
+        assert_eq!(found.steps[0].launched, plain.steps[0].launched);
+        assert_eq!(
+            plain.steps.iter().map(|s| s.flops).collect::<Vec<_>>(),
+            [0, 0]
+        );
     }
 
     #[test]

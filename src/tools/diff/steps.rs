@@ -13,7 +13,9 @@
 //!   rank runs (the union over every stream and device, clipped to the window), so the
 //!   steps' busy times add up without counting anything twice;
 //! - **counts**: the activities each step launched, by name, and the bytes of its memcpys
-//!   by direction (from the name: `HtoD`, `DtoH`, `DtoD`, anything else), exact.
+//!   by direction (from the name: `HtoD`, `DtoH`, `DtoD`, anything else), exact; and the
+//!   FLOPs of the operators `ops` models (its `exact` rules) whose start the step's CPU
+//!   slice holds, each operator's rounded to a whole number.
 
 use std::collections::HashMap;
 
@@ -34,6 +36,8 @@ pub(crate) struct StepFigures {
     pub(crate) launched: Vec<(u32, u32)>,
     /// Bytes of the memcpys it launched, per direction ([`DIRECTIONS`]).
     pub(crate) memcpy_bytes: [i64; 4],
+    /// FLOPs of the modelled operators that started in its CPU slice.
+    pub(crate) flops: i64,
 }
 
 /// The figures of every step of a rank, one per `ProfilerStep#N` CPU slice, in file order
@@ -43,6 +47,22 @@ pub(crate) struct RankSteps {
     /// (name, kind label) of the activities [`StepFigures::launched`] counts.
     pub(crate) names: Vec<(String, &'static str)>,
     pub(crate) steps: Vec<StepFigures>,
+}
+
+impl RankSteps {
+    /// Adds each modelled operator's FLOPs (`(start, flops)`, ns) to the step whose CPU
+    /// slice (`steps`, as [`step_figures`] takes them) holds its start.
+    pub(crate) fn count_flops(&mut self, steps: &[(Option<i64>, i64)], modelled: &[(i64, f64)]) {
+        let slices = Slices::of(steps);
+        for &(start, flops) in modelled {
+            if let Some(k) = slices.step_at(start) {
+                // `as` saturates (and makes NaN 0): a model's figure is finite and whole
+                // for any shape a trace records.
+                let f = &mut self.steps[k].flops;
+                *f = f.saturating_add(flops.round() as i64);
+            }
+        }
+    }
 }
 
 /// The direction of a memcpy from its name; None for another memory activity (a memset).

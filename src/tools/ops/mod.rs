@@ -26,6 +26,7 @@ pub(crate) mod rates;
 mod reduce;
 pub(crate) mod roofline;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::error::Result;
@@ -373,6 +374,28 @@ pub(crate) fn exact_rows_each(
         }
     }
     Ok(())
+}
+
+/// Per operator the `exact` rules model with figures (each at the outermost, its model
+/// reading its inputs: the rows [`exact_rows_each`] gives a table other than `Unmodelled`),
+/// its start (ns) and its FLOPs, in file order: what `diff` counts per step. Operators of
+/// one name and argument set are modelled once.
+pub(crate) fn modelled_flops(a: &Attribution) -> Vec<(i64, f64)> {
+    let mut modelled: HashMap<(u32, u32), Option<f64>> = HashMap::new();
+    a.ops
+        .iter()
+        .filter(|op| family(a.name(op)).is_some() && !under_a_model(a, op))
+        .filter_map(|op| {
+            let flops =
+                *modelled.entry((op.name, op.args)).or_insert_with(|| {
+                    match exact::figures(a.name(op), &Inputs::of(a.args(op))) {
+                        Some(Ok(figures)) => Some(figures.flops),
+                        _ => None,
+                    }
+                });
+            Some((op.start, flops?))
+        })
+        .collect()
 }
 
 /// Which figures `ops` gives.
