@@ -3,6 +3,7 @@ in instructions under Valgrind, compared with the committed baseline, red on a r
 
     ./scripts/counts.sh                               # as CI runs it (nox -s counts)
     ./scripts/counts.sh --update                      # count and write the baseline
+    ./scripts/counts.sh --update --only diff          # count diff again, keep the others
     python benches/counts.py --only export-json,check --repeat 3   # in your own venv
 
 Time on a shared 2-core machine moves by 6-30% between runs, so no wall-clock ratio can see
@@ -283,13 +284,23 @@ def compare(
     return rises, falls
 
 
-def write_baseline(path: Path, counted: list[Counted], here: dict[str, str], features: str) -> None:
+def write_baseline(
+    path: Path,
+    counted: list[Counted],
+    here: dict[str, str],
+    features: str,
+    earlier: dict | None = None,
+) -> None:
+    """Writes the baseline of ``counted``; with ``earlier`` (a baseline of this machine, for
+    ``--update --only``), its other benchmarks' counts are kept, in their places."""
+    counts = dict(earlier["counts"]) if earlier else {}
+    counts.update({c.name: {"instructions": c.instructions, "did": c.did} for c in counted})
     doc = {
         "how": UPDATE,
         "profile": "fast",
         "features": features,
         "machine": here,
-        "counts": {c.name: {"instructions": c.instructions, "did": c.did} for c in counted},
+        "counts": counts,
     }
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"\nbaseline written: {path}")
@@ -301,7 +312,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs a benchmark; its median counts")
     parser.add_argument("--jobs", type=int, default=1, help="Valgrind processes at once")
     parser.add_argument("--baseline", type=Path, default=BASELINE)
-    parser.add_argument("--update", action="store_true", help="write the baseline, compare nothing")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="write the baseline, compare nothing (with --only: those benchmarks' counts, "
+        "the others kept)",
+    )
     parser.add_argument("--threshold", type=float, default=THRESHOLD, help="percent")
     parser.add_argument(
         "--features",
@@ -340,9 +356,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         here = machine()
-        baseline = None if args.update else load_baseline(args.baseline)
+        # --update --only rewrites those benchmarks in the baseline there is (of this machine).
+        merging = args.update and args.only and args.baseline.exists()
+        baseline = load_baseline(args.baseline) if merging or not args.update else None
         if baseline is not None:
             check_machine(baseline, here)
+            if args.update and baseline.get("features") != args.features:
+                raise GateError(
+                    f"the baseline was counted with features {baseline.get('features')!r}, "
+                    f"not {args.features!r}: update every benchmark (--update alone)"
+                )
         program = args.program or build(args.features)
         print(f"counting {len(chosen)} benchmark(s) x {args.repeat} under Valgrind ({program})")
         counted = count_all(program, chosen, args.repeat, args.jobs, extra_env)
@@ -353,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         spread = (max(c.runs) - min(c.runs)) / c.instructions * 100
         print(f"{c.name:<16} {c.did}" + (f"  (spread {spread:.4f}%)" if len(c.runs) > 1 else ""))
     if args.update:
-        write_baseline(args.baseline, counted, here, args.features)
+        write_baseline(args.baseline, counted, here, args.features, baseline)
         return 0
     assert baseline is not None
     rises, falls = compare(counted, baseline, args.threshold)

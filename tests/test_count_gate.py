@@ -170,3 +170,21 @@ def test_a_baseline_of_another_compiler_is_refused(
     done = gate("--program", str(built), "--baseline", str(edited), "--only", "export-json")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "rustc 0.0.1 (elsewhere)" in done.stderr and "--update" in done.stderr
+
+
+def test_an_update_of_some_benchmarks_keeps_the_others(
+    program: tuple[Path, Path], tmp_path: Path
+) -> None:
+    built, baseline = program
+    doc = json.loads(baseline.read_text())
+    doc["counts"]["summary-exact"]["instructions"] = 1
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    done = gate("--program", str(built), "--baseline", str(edited), "--update", "--only", "check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = json.loads(edited.read_text())["counts"]
+    assert list(after) == list(doc["counts"])  # every benchmark, in its place
+    assert after["summary-exact"]["instructions"] == 1  # not counted: kept as it was
+    assert after["export-json"] == doc["counts"]["export-json"]
+    counted = after["check"]["instructions"]
+    assert abs(counted - doc["counts"]["check"]["instructions"]) <= 0.0005 * counted
