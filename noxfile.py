@@ -390,9 +390,13 @@ def hooks(session: nox.Session) -> None:
     tests/test_panics.py (panics become errors) and tests/test_bench_gate.py (a kinetrace
     slowed on purpose turns the benchmark gate red). ``KINETRACE_REQUIRE_TEST_HOOKS`` makes
     a build without the hooks fail those files instead of skipping them. (The count gate's
-    hooks are the counts program's: ``count_hooks``.)"""
+    hooks are the counts program's: ``count_hooks``.) ``-- --build-only`` builds the
+    extension and stops (CI builds it in the background lane, beside the suite; the tests'
+    build then finds it built: cargo's freshness, one venv)."""
+    build_only = session.posargs == ["--build-only"]
     _install_dev(session)
-    _install_suite_wheel(session)  # benches/gate.py's peers: the same torch, the wheel's code
+    if not build_only:  # benches/gate.py's peers: the same torch, the wheel's code
+        _install_suite_wheel(session)
     hooks = Path(session.create_tmp()) / "test-hooks"
     shutil.rmtree(hooks, ignore_errors=True)
     session.run(
@@ -406,6 +410,8 @@ def hooks(session: nox.Session) -> None:
         "--out",
         str(hooks / "wheel"),
     )
+    if build_only:
+        return
     (built,) = (hooks / "wheel").glob("kinetrace-*.whl")
     session.run("python", "-m", "zipfile", "-e", str(built), str(hooks / "site"))
     _pytest(
