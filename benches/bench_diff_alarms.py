@@ -5,8 +5,10 @@ profiles give read as runs (``--runs``: every BASE profile against every NEW one
     python benches/bench_diff_alarms.py                 # 10 pairs, 12 steps of 10 products
     python benches/bench_diff_alarms.py --pairs 10 --steps 24 --mms 100
 
-Not part of CI (the slow test ``test_unchanged_runs_in_separate_processes_raise_no_alarm``
-records the same pairs and asserts the ``--runs`` half). Each process pays torch's import
+Not part of CI (the slow test
+``test_unchanged_runs_in_separate_processes_keep_their_counts_and_statuses`` records the
+same pairs and asserts what holds under any load: unchanged counts, statuses that follow
+their verdicts). Each process pays torch's import
 and Kineto's start-up (~12 s of CPU) before it records, so 10 pairs take 3-5 minutes on two
 cores. Prints a Markdown table, the alarm rate and the load average: the rate measures the
 machine (how far apart two processes' step times fall) as much as the diff.

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from itertools import product
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -331,46 +332,53 @@ PAIRS = 6
 PAIR_STEPS = 12
 
 
-@pytest.mark.slow  # 12 processes start torch and Kineto: ~12 s of CPU each
-def test_unchanged_runs_in_separate_processes_raise_no_alarm(tmp_path, capsys):
+@pytest.mark.slow  # 12 processes start torch and Kineto: ~7 s of CPU each
+def test_unchanged_runs_in_separate_processes_keep_their_counts_and_statuses(tmp_path, capsys):
     """Six pairs of unchanged single-process profiles, the two of a pair back to back (BASE
-    first in every other pair).
+    first in every other pair), compared pair by pair and pooled as runs (``--runs``, each
+    estimator, both ways).
 
-    Each pair's ``--fail-above 10`` status follows its verdict: the regression status
-    exactly when NEW is significantly slower by more than 10%. That a pair of single
-    profiles gives 0 depends on the machine, not on diff: this 2-core machine's speed moves
-    in phases of 0.1 s to seconds (10 products of 256 x 256 take 2.2 ms in one, 3.0 in the
-    next; steps are tight within a phase), so two processes seconds apart can differ by 25%
-    or more while their steps are tight. Measured with ``benches/bench_diff_alarms.py``:
-    1 pair of 10 alarmed beside light work, 5 of 10 during CI's run (the suite on the other
-    core); docs/diff.md, 'What a significant verdict means'.
-
-    The remedy docs/diff.md gives is asserted: the six BASE profiles against the six NEW
-    ones, as runs (``--runs``), raise no alarm either way, whatever the pairs did, with the
-    pooled median or each run's fastest step: the interval resamples the runs, so the
-    spread between processes counts (measured ten a side: changes of -1.7 to +1.7%, none
-    significant; benches/diff_rates.py: no alarm in 180 comparisons of 5 runs a side)."""
+    Asserted is what must hold under any load (issue 47's rule: the time verdict of two
+    unchanged sides is the noise's to decide, and a loaded machine decides it): every
+    comparison's counts are exact and unchanged (``--fail-on-counts`` exits 0), and each
+    ``--fail-above 10`` status follows its verdict, the regression status exactly when NEW
+    is significantly slower by more than 10%. Whether the time alarmed is printed, not
+    asserted: this 2-core machine's speed moves in phases of 0.1 s to seconds, so single
+    pairs alarm often (5 of 10 during a CI run: docs/diff.md, 'What a significant verdict
+    means'), and the six runs a side pooled alarmed once in a CI trial too (+27.9%
+    [+2.3%, +36.0%], p = 0.031, four NEW runs recorded in a slow phase)."""
     base, new = tmp_path / "base", tmp_path / "new"
     base.mkdir()
     new.mkdir()
     pairs = [(base / f"run{i}.json", new / f"run{i}.json") for i in range(PAIRS)]
     # BASE first in even pairs, NEW first in odd ones: whatever comes of being recorded
-    # second (measured in CI's run: NEW slower in 5 of the 6 pairs that differed) falls on
-    # both sides of the runs alike.
+    # second falls on both sides of the runs alike.
     order = [p for i, pair in enumerate(pairs) for p in (pair if i % 2 == 0 else pair[::-1])]
     record_in_processes(order, size=256, mms=10, steps=PAIR_STEPS, at_once=4)
+
+    def alarm(v: Any) -> bool:
+        return bool(v.significant and v.verdict == "slower" and (v.change_pct or 0) > 10)
+
     seen = []
     for one, other in pairs:
-        verdict = kinetrace.diff(one, other).verdict
+        result = kinetrace.diff(one, other)
+        verdict = result.verdict
         assert (verdict.base_steps, verdict.new_steps) == (PAIR_STEPS, PAIR_STEPS)
+        assert all(r.changes == () for r in result.counts)
         code = run("diff", one, other, "--fail-above", "10")
-        alarm = verdict.significant and verdict.verdict == "slower" and verdict.change_pct > 10
-        assert code == (status.REGRESSION if alarm else status.DONE), verdict
+        assert code == (status.REGRESSION if alarm(verdict) else status.DONE), verdict
+        assert run("diff", one, other, "--fail-on-counts") == status.DONE
         seen.append((code, verdict.verdict, round(verdict.change_pct or 0, 1)))
+    pooled_seen = []
     for (one, other), estimator in product(((base, new), (new, base)), ("median", "fastest")):
-        code = run("diff", "--runs", one, other, "--fail-above", "10", "--cpu-estimator", estimator)
-        pooled = kinetrace.diff(one, other, runs=True, cpu_estimator=estimator).verdict
-        assert code == status.DONE, f"runs: {pooled}; pairs (status, verdict, %): {seen}"
+        result = kinetrace.diff(one, other, runs=True, cpu_estimator=estimator)
+        pooled = result.verdict
         assert (pooled.base_steps, pooled.new_steps) == (PAIRS * PAIR_STEPS,) * 2
         assert pooled.estimator == estimator
+        assert all(r.changes == () for r in result.counts)
+        code = run("diff", "--runs", one, other, "--fail-above", "10", "--cpu-estimator", estimator)
+        assert code == (status.REGRESSION if alarm(pooled) else status.DONE), pooled
+        assert run("diff", "--runs", one, other, "--fail-on-counts") == status.DONE
+        pooled_seen.append((estimator, code, pooled.verdict, round(pooled.change_pct or 0, 1)))
     capsys.readouterr()
+    print(f"pairs (status, verdict, %): {seen}; runs pooled: {pooled_seen}")

@@ -56,8 +56,8 @@ impl RankSteps {
         let slices = Slices::of(steps);
         for &(start, flops) in modelled {
             if let Some(k) = slices.step_at(start) {
-                // `as` saturates (and makes NaN 0): a model's figure is finite and whole
-                // for any shape a trace records.
+                // Rounded: a count compares whole numbers (the models give whole FLOPs
+                // for whole shapes); `as` saturates and makes NaN 0.
                 let f = &mut self.steps[k].flops;
                 *f = f.saturating_add(flops.round() as i64);
             }
