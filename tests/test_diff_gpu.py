@@ -195,18 +195,29 @@ def _events(path: Path) -> list[dict[str, Any]]:
         return json.load(f)["traceEvents"]
 
 
-def _by_the_rules(path: Path) -> list[tuple[float | None, Counter[str], int]]:
-    """Per ProfilerStep (file order): its GPU busy µs (None: no window), the activities it
-    launched by name, its HtoD memcpy bytes, read from the JSON here by docs/diff.md's
-    rules (written apart from the native reader)."""
-    events = _events(path)
-    steps = [
+def _step_slices(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """Each ProfilerStep CPU slice's (start, end) µs, in file order."""
+    return [
         (e["ts"], e["ts"] + e["dur"])
         for e in events
         if e.get("ph") == "X"
         and str(e.get("name", "")).startswith("ProfilerStep#")
         and e.get("cat") != "gpu_user_annotation"
     ]
+
+
+def _step_at(steps: list[tuple[float, float]], t: float) -> int | None:
+    """The last step (file order) whose slice holds ``t``."""
+    inside = [k for k, (s, end) in enumerate(steps) if s <= t < end]
+    return inside[-1] if inside else None
+
+
+def _by_the_rules(path: Path) -> list[tuple[float | None, Counter[str], int]]:
+    """Per ProfilerStep (file order): its GPU busy µs (None: no window), the activities it
+    launched by name, its HtoD memcpy bytes, read from the JSON here by docs/diff.md's
+    rules (written apart from the native reader)."""
+    events = _events(path)
+    steps = _step_slices(events)
     launch_at: dict[int, float] = {}
     for e in events:
         c = (e.get("args") or {}).get("correlation") if isinstance(e.get("args"), dict) else None
@@ -214,14 +225,10 @@ def _by_the_rules(path: Path) -> list[tuple[float | None, Counter[str], int]]:
             launch_at.setdefault(c, e["ts"])
     gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATS]
 
-    def step_at(t: float) -> int | None:
-        inside = [k for k, (s, end) in enumerate(steps) if s <= t < end]
-        return inside[-1] if inside else None
-
     launched_by = []
     for e in gpu:
         c = e.get("args", {}).get("correlation")
-        launched_by.append(step_at(launch_at[c]) if c in launch_at else None)
+        launched_by.append(_step_at(steps, launch_at[c]) if c in launch_at else None)
     windows: list[tuple[int, float, float]] = []
     floor = float("-inf")
     for k in sorted(range(len(steps)), key=lambda k: steps[k][0]):
@@ -301,21 +308,14 @@ def _flops_by_step(path: Path) -> list[int]:
     """Per ProfilerStep (file order), the FLOPs of the operators ``ops`` gives figures for
     (its ``exact`` rows) whose event starts in the step's slice, each rounded."""
     events = _events(path)
-    steps = [
-        (e["ts"], e["ts"] + e["dur"])
-        for e in events
-        if e.get("ph") == "X"
-        and str(e.get("name", "")).startswith("ProfilerStep#")
-        and e.get("cat") != "gpu_user_annotation"
-    ]
+    steps = _step_slices(events)
     out = [0] * len(steps)
     for row in kinetrace.ops(path).rows:
         if row["flops"] is None:
             continue
-        ts = events[row["uid"]]["ts"]
-        inside = [k for k, (s, end) in enumerate(steps) if s <= ts < end]
-        if inside:
-            out[inside[-1]] += round(row["flops"])
+        k = _step_at(steps, events[row["uid"]]["ts"])
+        if k is not None:
+            out[k] += round(row["flops"])
     return out
 
 
