@@ -188,6 +188,19 @@ pub(crate) enum Keep {
     Groups,
 }
 
+/// How launches find their GPU activities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Links {
+    /// Through the `ac2g` flows only (graph launches by correlation): TraceLens's reading,
+    /// where an activity whose flow is missing or malformed belongs to no launch.
+    Flows,
+    /// Through the flows, and an activity no flow reaches by its correlation: the first
+    /// runtime call (in file order) with that correlation launched it, as `summary` reads
+    /// the launch of an activity.
+    #[default]
+    FlowsThenCorrelation,
+}
+
 /// What links a GPU activity to its launch (its thread and link values), and what
 /// `summary`'s figures read of it beyond [`GpuEvent`] (its stream, whether its category
 /// names memory), so that `diff` makes both from one record set (32 bytes).
@@ -299,6 +312,7 @@ const GRAPH_LAUNCHES: [&str; 2] = ["cudaGraphLaunch", "hipGraphLaunch"];
 #[derive(Default)]
 pub(crate) struct Collected {
     pub(crate) keep: Keep,
+    pub(crate) links: Links,
     pub(crate) names: Vec<Box<str>>,
     name_ids: HashMap<Box<[u8]>, u32, Fast>,
     thread_ids: HashMap<Box<[u8]>, u32, Fast>,

@@ -9,7 +9,10 @@
 //!   value: `correlation` when the first launching call carries one, else `External id`;
 //!   where no call's name says it launches, the first call with either value decides); a
 //!   graph launch
-//!   (`cudaGraphLaunch` / `hipGraphLaunch`) owns every activity of its correlation;
+//!   (`cudaGraphLaunch` / `hipGraphLaunch`) owns every activity of its correlation; an
+//!   activity no flow reaches (its flow missing or malformed) is owned by the first runtime
+//!   call with its correlation, as `summary` links them, unless [`Links::Flows`] says not
+//!   (TraceLens's reading);
 //! - an operator owns the GPU activities of every runtime call in its subtree, and its GPU
 //!   time is their busy time (the union of their intervals);
 //! - an operator's self time is its duration less its child operators' (clipped to it), and
@@ -29,7 +32,7 @@ use std::path::Path;
 use crate::error::Result;
 use crate::read::events::{read_trace_with, ReadOptions};
 
-pub(crate) use collect::{Collected, Keep};
+pub(crate) use collect::{Collected, Keep, Links};
 pub(crate) use collect::{Device, GpuDetail, GpuEvent, Op, OpArgs};
 
 /// Lists of indices, one per operator, in one allocation (offsets into `items`).
@@ -159,14 +162,16 @@ impl Attribution {
 }
 
 /// Reads the trace at `path` and attributes its GPU work to its operators, keeping what
-/// `ops`' rows read ([`Keep::Rows`]); `progress` is told the JSON bytes read so far (its
-/// error stops the read).
+/// `ops`' rows read ([`Keep::Rows`]), launches linked as `links` says; `progress` is told
+/// the JSON bytes read so far (its error stops the read).
 pub(crate) fn attribute(
     path: &Path,
     options: ReadOptions,
+    links: Links,
     progress: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<Attribution> {
     let mut collected = Collected::new(Keep::Rows);
+    collected.links = links;
     read_trace_with(path, &mut collected, progress, options)?;
     Ok(tree::build(collected))
 }

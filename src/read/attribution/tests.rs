@@ -27,11 +27,15 @@ const TRACE: &str = r#"{"traceEvents": [
 ]}"#;
 
 fn attributed(text: &str) -> Attribution {
+    attributed_with(text, Links::default())
+}
+
+fn attributed_with(text: &str, links: Links) -> Attribution {
     let scratch = crate::testing::scratch("attribution");
     let dir: &Path = &scratch;
     let path = dir.join("t.json");
     std::fs::write(&path, text).unwrap();
-    attribute(&path, ReadOptions::default(), &mut |_| Ok(())).unwrap()
+    attribute(&path, ReadOptions::default(), links, &mut |_| Ok(())).unwrap()
 }
 
 fn op<'a>(a: &'a Attribution, name: &str) -> &'a Op {
@@ -103,14 +107,60 @@ fn mtia_and_2021_format_activities_are_owned_as_summary_counts_them() {
     assert_eq!(owned("aten::permute"), ["permute_2d"]);
     assert_eq!(owned("aten::mm"), ["gemm"]);
     // With no call named a launch, the first runtime call with a link value decides: here
-    // `correlation`; were it `External id`, the launches would link by that, and nothing
-    // here would link.
+    // `correlation`; were it `External id`, the flows would link by that, and no flow
+    // here would: through the flows alone nothing is owned, and by correlation (as
+    // `summary` reads the launches) all is.
     let by_external = MTIA
         .replace("{\"correlation\": 3}", "{\"External id\": 3}")
         .replace("cudaLaunchKernel", "cudaKernelRun");
-    let a = attributed(&by_external);
+    let a = attributed_with(&by_external, Links::Flows);
     assert!(a.gpu(at(&a, "aten::permute")).is_empty());
     assert!(a.gpu(at(&a, "aten::mm")).is_empty());
+    let a = attributed(&by_external);
+    assert_eq!(a.gpu(at(&a, "aten::permute")).len(), 1);
+    assert_eq!(a.gpu(at(&a, "aten::mm")).len(), 1);
+}
+
+/// A ROCm trace's shape (MI300, `hipMemsetAsync` in `aten::sum`): the memset's flow is
+/// written as two ends and no start; a kernel whose flow is fine beside it; an activity
+/// whose correlation two calls carry (the first in file order launched it), and one whose
+/// correlation no call carries.
+const BROKEN_FLOWS: &str = r#"{"traceEvents": [
+ {"ph": "X", "cat": "cpu_op", "name": "aten::sum", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+ {"ph": "X", "cat": "cuda_runtime", "name": "hipMemsetAsync", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "args": {"correlation": 478}},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 478, "pid": 1, "tid": 1, "ts": 10, "bp": "e"},
+ {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5, "args": {"correlation": 479}},
+ {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 479, "pid": 1, "tid": 1, "ts": 20},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 479, "pid": 2, "tid": 0, "ts": 300, "bp": "e"},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 200, "dur": 50},
+ {"ph": "X", "cat": "cuda_runtime", "name": "hipMemcpyAsync", "pid": 1, "tid": 1, "ts": 210, "dur": 5, "args": {"correlation": 500}},
+ {"ph": "X", "cat": "cpu_op", "name": "aten::fill_", "pid": 1, "tid": 3, "ts": 200, "dur": 50},
+ {"ph": "X", "cat": "cuda_runtime", "name": "hipMemcpyAsync", "pid": 1, "tid": 3, "ts": 220, "dur": 5, "args": {"correlation": 500}},
+ {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 2, "tid": 0, "ts": 290, "dur": 2, "args": {"correlation": 478}},
+ {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 478, "pid": 2, "tid": 0, "ts": 290, "bp": "e"},
+ {"ph": "X", "cat": "kernel", "name": "reduce_kernel", "pid": 2, "tid": 0, "ts": 300, "dur": 8, "args": {"correlation": 479}},
+ {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "pid": 2, "tid": 1, "ts": 400, "dur": 3, "args": {"correlation": 500}},
+ {"ph": "X", "cat": "kernel", "name": "stray", "pid": 2, "tid": 0, "ts": 500, "dur": 3, "args": {"correlation": 999}}
+]}"#;
+
+#[test]
+fn an_activity_no_flow_reaches_is_its_correlations_first_launchs() {
+    let a = attributed(BROKEN_FLOWS);
+    let owned = |a: &Attribution, name: &str| -> Vec<String> {
+        a.gpu(at(a, name))
+            .iter()
+            .map(|&g| a.names[a.gpu[g as usize].name as usize].to_string())
+            .collect()
+    };
+    assert_eq!(owned(&a, "aten::sum"), ["Memset (Device)", "reduce_kernel"]);
+    assert_eq!(owned(&a, "aten::copy_"), ["Memcpy DtoD"]);
+    assert!(owned(&a, "aten::fill_").is_empty());
+    // The stray kernel has no launch: no operator owns it, and it is not kept.
+    assert_eq!(a.gpu.len(), 3);
+    // TraceLens's reading: the flows alone.
+    let a = attributed_with(BROKEN_FLOWS, Links::Flows);
+    assert_eq!(owned(&a, "aten::sum"), ["reduce_kernel"]);
+    assert!(owned(&a, "aten::copy_").is_empty());
 }
 
 #[test]
@@ -165,10 +215,13 @@ fn launches_link_by_external_id_when_the_first_launch_has_no_correlation() {
     let text = TRACE
         .replace("\"correlation\": 11}", "\"External id\": 11}")
         .replace("\"correlation\": 12}", "\"External id\": 12}");
-    let a = attributed(&text);
+    let a = attributed_with(&text, Links::Flows);
     assert_eq!(a.gpu(at(&a, "aten::addmm")).len(), 2);
-    // The graph launch's correlation is no link value then.
+    // The graph launch's correlation is no link value of the flows then; `summary` reads
+    // the launch of an activity by correlation all the same.
     assert!(a.gpu(at(&a, "graphed")).is_empty());
+    let a = attributed(&text);
+    assert_eq!(a.gpu(at(&a, "graphed")).len(), 2);
 }
 
 #[test]
@@ -226,7 +279,13 @@ fn a_damaged_trace_groups_as_far_as_it_reads() {
     let path = scratch.join("t.json");
     let cut = TRACE.find("aten::bleeds").unwrap();
     std::fs::write(&path, &TRACE[..cut]).unwrap();
-    assert!(attribute(&path, ReadOptions::default(), &mut |_| Ok(())).is_err());
+    assert!(attribute(
+        &path,
+        ReadOptions::default(),
+        Links::default(),
+        &mut |_| Ok(())
+    )
+    .is_err());
     let scan = |v: &mut dyn crate::read::events::Visitor| {
         crate::read::events::scan_trace(&path, v, &mut |_| Ok(()), ReadOptions::default())
     };
@@ -255,9 +314,10 @@ fn operators_share_equal_argument_texts() {
     assert_eq!((&*types("a"), &*types("b")), ("[\"float\"]", "[\"int\"]"));
 }
 
-/// A launch's flow with two ends and three activities of its link value: the last end's
-/// thread counts, and of that thread's activities the last in file order (as maps filled
-/// in file order had them). Activities no operator launched are not kept.
+/// A launch's flow with two ends and three activities of its link value: through the flows
+/// alone the last end's thread counts, and of that thread's activities the last in file
+/// order (as maps filled in file order had them); by correlation the other two are the
+/// launch's too. Activities no operator launched are not kept.
 const TWO_ENDS: &str = r#"{"traceEvents": [
  {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "args": {"correlation": 5}},
@@ -276,7 +336,7 @@ const TWO_ENDS: &str = r#"{"traceEvents": [
 
 #[test]
 fn the_last_flow_end_and_the_last_activity_of_its_thread_count() {
-    let a = attributed(TWO_ENDS);
+    let a = attributed_with(TWO_ENDS, Links::Flows);
     let own = a.own_gpu(at(&a, "op"));
     assert_eq!(own.len(), 1);
     let g = &a.gpu[own[0] as usize];
@@ -287,10 +347,18 @@ fn the_last_flow_end_and_the_last_activity_of_its_thread_count() {
 
 #[test]
 fn only_the_activities_operators_launched_are_kept() {
-    let a = attributed(TWO_ENDS);
-    let kept: Vec<&str> = a.gpu.iter().map(|g| &*a.names[g.name as usize]).collect();
-    assert_eq!(kept, ["last8"]);
+    let names = |a: &Attribution| -> Vec<String> {
+        a.gpu
+            .iter()
+            .map(|g| a.names[g.name as usize].to_string())
+            .collect()
+    };
+    let a = attributed_with(TWO_ENDS, Links::Flows);
+    assert_eq!(names(&a), ["last8"]);
     assert_eq!(a.gpu(at(&a, "op")), [0]);
+    let a = attributed(TWO_ENDS);
+    assert_eq!(names(&a), ["on7", "first8", "last8"]);
+    assert_eq!(a.gpu(at(&a, "op")), [0, 1, 2]);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use super::collect::{Collected, GpuDetail, GpuEvent, GpuLink, Op, Runtime, NONE};
+use super::collect::{Collected, GpuDetail, GpuEvent, GpuLink, Links, Op, Runtime, NONE};
 use super::{Attribution, Flat};
 use crate::read::intervals::{length, union};
 
@@ -161,6 +161,51 @@ fn each_launched(l: &Launchable, r: &Runtime, by_corr: bool, each: &mut impl FnM
     }
 }
 
+/// Adds to `owned` the activities no launch owns yet that have a correlation
+/// (`correlations`, one per activity, -1 for none; empty: none to add): each is owned by
+/// the operator above the first runtime call (in file order) with its correlation, the
+/// launch `summary` reads of it. A flow that is missing or malformed (a trace that writes
+/// its start as a second end) loses no GPU time.
+fn own_by_correlation(
+    runtime: &[Runtime],
+    parent: &[u32],
+    ops: usize,
+    correlations: &[i64],
+    owned: &mut Vec<(u32, u32)>,
+) {
+    if correlations.is_empty() {
+        return;
+    }
+    let mut linked = vec![false; correlations.len()];
+    for &(_, g) in owned.iter() {
+        linked[g as usize] = true;
+    }
+    let mut first_call: HashMap<i64, Option<u32>> = correlations
+        .iter()
+        .zip(&linked)
+        .filter(|&(&c, &l)| c != -1 && !l)
+        .map(|(&c, _)| (c, None))
+        .collect();
+    if first_call.is_empty() {
+        return;
+    }
+    // The runtime calls are in file order: the first one met is the first launch.
+    for (j, r) in runtime.iter().enumerate() {
+        if let Some(slot @ None) = r.summary_correlation().and_then(|c| first_call.get_mut(&c)) {
+            *slot = Some(j as u32);
+        }
+    }
+    for (g, &c) in correlations.iter().enumerate() {
+        if c == -1 || linked[g] {
+            continue;
+        }
+        let call = first_call.get(&c).copied().flatten();
+        if let Some(op) = call.and_then(|j| operator_above(parent, ops, ops as u32 + j)) {
+            owned.push((op, g as u32));
+        }
+    }
+}
+
 /// Builds the operators of `c`: each with its nearest operator ancestor, its self time,
 /// the GPU activities it launched itself, and its backward frames (under `Keep::Rows`).
 pub(crate) fn build(mut c: Collected) -> Attribution {
@@ -182,6 +227,11 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
         .unwrap_or(false);
     let links = std::mem::take(&mut c.gpu_links);
     let launchable = Launchable::new(&mut c, by_corr, &links);
+    // Each activity's correlation as `summary` reads it, for those no flow reaches.
+    let correlations: Vec<i64> = match c.links {
+        Links::Flows => Vec::new(),
+        Links::FlowsThenCorrelation => links.iter().map(GpuLink::summary_correlation).collect(),
+    };
     drop(links);
     let mut owned: Vec<(u32, u32)> = Vec::new();
     for (j, r) in c.runtime.iter().enumerate() {
@@ -190,7 +240,9 @@ pub(crate) fn build(mut c: Collected) -> Attribution {
         };
         each_launched(&launchable, r, by_corr, &mut |g| owned.push((op, g)));
     }
-    drop((launchable, parent, std::mem::take(&mut c.runtime)));
+    drop(launchable);
+    own_by_correlation(&c.runtime, &parent, n, &correlations, &mut owned);
+    drop((correlations, parent, std::mem::take(&mut c.runtime)));
     let kept = kept_activities(c.gpu.len(), &mut owned);
     let gpu = keep(std::mem::take(&mut c.gpu), &kept);
     let gpu_details = keep(std::mem::take(&mut c.gpu_details), &kept);

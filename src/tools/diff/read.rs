@@ -108,8 +108,8 @@ pub(crate) fn read_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::read::attribution::attribute;
     use crate::read::attribution::groups::groups;
+    use crate::read::attribution::{attribute, Links};
     use crate::tools::summary::events::Rules;
     use crate::tools::summary::summarize;
     use std::collections::HashMap;
@@ -165,7 +165,10 @@ mod tests {
             ..
         } in &got.files
         {
-            let a = attribute(path, ReadOptions::default(), &mut |_| Ok(())).unwrap();
+            let a = attribute(path, ReadOptions::default(), Links::default(), &mut |_| {
+                Ok(())
+            })
+            .unwrap();
             assert_eq!(found, &groups(&a));
             let mm = found.iter().find(|g| g.name == "aten::mm").unwrap();
             assert_eq!(mm.top_kernel.as_ref().map(|k| k.0.as_str()), Some("gemm"));

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::error::Result;
-use crate::read::attribution::{attribute, tree, Attribution, Op};
+use crate::read::attribution::{attribute, tree, Attribution, Links, Op};
 use crate::read::ranks::assign_ranks;
 use crate::read::sources::{Reader, Sources};
 use args::{Inputs, Model};
@@ -405,6 +405,16 @@ pub(crate) enum Rules {
     TraceLens,
 }
 
+impl Rules {
+    /// How the rules link launches to GPU activities: TraceLens through the flows alone.
+    pub(crate) fn links(self) -> Links {
+        match self {
+            Rules::Exact => Links::FlowsThenCorrelation,
+            Rules::TraceLens => Links::Flows,
+        }
+    }
+}
+
 /// The rows of one trace and the GPU their roofline is drawn against.
 pub(crate) struct Report {
     pub(crate) rows: Vec<InstanceRow>,
@@ -444,7 +454,7 @@ pub(crate) fn reports(
     let sources = Sources::new(paths, threads, 0);
     let options = sources.read_options;
     let work = |i: usize, reader: &Reader<'_, _>| {
-        let a = attribute(&paths[i], options, &mut reader.reading())?;
+        let a = attribute(&paths[i], options, rules.links(), &mut reader.reading())?;
         Ok((a.distributed_rank, report_of(&a, rules, gpu)))
     };
     let found = sources.each(&work, progress)?;
