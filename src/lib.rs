@@ -52,7 +52,9 @@
 //! - `json`: JSON text: `json::lexer` (the strict streaming lexer), `json::scan` (its fast
 //!   path over text in memory), `json::tolerant` (the tolerant reader of `repair`),
 //!   `json::render` (numbers and strings), `json::object` (members of an object's text),
-//!   `json::decimal` (numbers as exact decimals: times in ns, never through a float).
+//!   `json::decimal` (numbers as exact decimals: times in ns, never through a float),
+//!   `json::compact` (a value's text in one form), `json::value` (a short value as a tree:
+//!   operators' recorded inputs).
 //! - `output`: bytes out: `output::sink` (atomic file output), `output::temps` (temporary
 //!   names), `output::gzip` (parallel single-member compression:
 //!   `output::gzip::{encoder, slice, pool, worker, writer, crc, testing}`), `output::interrupt` (how

@@ -171,6 +171,25 @@ def test_gpu_time_is_charged_to_the_innermost_operator(tmp_path):
     assert addmm.input_dims == "[[4,4],[4,4]]" and addmm.input_type == '["float","float"]'
 
 
+def test_shapes_printed_over_lines_key_as_on_one_line_in_diff_and_ops(tmp_path):
+    """Issue 48: the operators' input texts are put in one form where they are read, so a
+    trace that prints them over several lines (``json.dumps(indent=...)``) gives the keys of
+    one that does not, in ``diff`` and ``ops`` alike."""
+    one_line = _gpu_trace(tmp_path / "a.json", "k", "triton_poi_fused_add_0")
+    indented = tmp_path / "b.json"
+    indented.write_text(json.dumps(json.loads(one_line.read_text()), indent=2))
+    assert "[\n" in indented.read_text()
+    changes = {
+        (o.name, o.input_dims, o.input_type): o
+        for o in kinetrace.diff(one_line, indented).operators
+    }
+    addmm = changes["aten::addmm", "[[4,4],[4,4]]", '["float","float"]']
+    assert (addmm.base_count, addmm.new_count, addmm.change_us) == (1, 1, 0)
+    assert len(changes) == 3
+    groups = {(g.name, g.input_dims, g.input_type) for g in kinetrace.ops(indented).groups}
+    assert ("aten::addmm", "[[4,4],[4,4]]", '["float","float"]') in groups
+
+
 def test_renamed_kernels_and_operators_pair(tmp_path):
     base = _gpu_trace(tmp_path / "a.json", "void k<float, 128>(int)", "triton_poi_fused_add_0")
     new = _gpu_trace(tmp_path / "b.json", "void k<float, 256>(int)", "triton_poi_fused_add_3")

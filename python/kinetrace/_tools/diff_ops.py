@@ -6,8 +6,6 @@ file that also gives its summary, files read in parallel with the GIL released.
 
 from __future__ import annotations
 
-import functools
-import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ from kinetrace._tools.summary import Summary, summary_of
 if TYPE_CHECKING:
     from kinetrace._kinetrace import _OperatorGroup, _RankSteps
 
-__all__ = ["OperatorChange", "compact", "operator_changes", "read_runs"]
+__all__ = ["OperatorChange", "operator_changes", "read_runs"]
 
 #: (name, Input Dims, Input type), the last two as written ("" where not recorded).
 Key = tuple[str, str, str]
@@ -78,17 +76,6 @@ def read_runs(
     return [summary_of(run, "exact", start) for run in ranks], groups, steps
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def compact(text: str) -> str:
-    """An argument's JSON text in one form (``[[2,3],[3]]``): traces print it on one line or
-    over many, and one key must not split in two by that. Cached: a trace repeats a few
-    shapes thousands of times (a third of the diff's Python time before)."""
-    try:
-        return json.dumps(json.loads(text), separators=(",", ":"))
-    except ValueError:
-        return " ".join(text.split())
-
-
 def _side(side: Sequence[Summary], groups: Groups) -> dict[Key, _Figures]:
     """Per key, figures per step, the mean over the ranks of every run (as kernels are)."""
     out: dict[Key, _Figures] = {}
@@ -96,7 +83,9 @@ def _side(side: Sequence[Summary], groups: Groups) -> dict[Key, _Figures]:
     for r in ranks:
         n = max(len(r.steps), 1) * len(ranks)
         for g in groups[r.source]:
-            key = (g["name"], compact(g["input_dims"]), compact(g["input_type"]))
+            # The texts come in one form (the attribution's): a trace that prints shapes
+            # over several lines keys as one that does not, as in ``ops``' groups.
+            key = (g["name"], g["input_dims"], g["input_type"])
             f = out.setdefault(key, _Figures())
             f.count += g["count"] / n
             f.self_us += g["self_ns"] / 1000 / n

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::json::compact::compact;
 use crate::json::decimal::{ns_of, whole_number};
 use crate::json::object::{member, string_body, unescaped, Duplicates};
 use crate::read::categories::{is_memory_category, GPU_CATS, RUNTIME_CATS};
@@ -15,10 +16,12 @@ use crate::read::events::{Event, Visitor, SLOT_DUR, SLOT_ID, SLOT_TS};
 use crate::read::hash::Fast;
 use crate::read::ranks::distributed_rank;
 
-/// The arguments of a CPU operator the operator tools read, as written (JSON text), each
-/// text shared by the operators that have it (the instances of an operator repeat their
-/// shapes: one copy, not ~50 bytes and an allocation per operator and argument). Whole sets
-/// are shared too: an operator holds the index of its set ([`Op::args`]).
+/// The arguments of a CPU operator the operator tools read, as JSON text in one form (the
+/// whitespace between tokens dropped, [`crate::json::compact`]: a trace that prints shapes
+/// over several lines groups with one that does not, in `ops` and `diff` alike), each text
+/// shared by the operators that have it (the instances of an operator repeat their shapes:
+/// one copy, not ~50 bytes and an allocation per operator and argument). Whole sets are
+/// shared too: an operator holds the index of its set ([`Op::args`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OpArgs {
     pub(crate) input_dims: Option<Arc<str>>,
@@ -346,7 +349,7 @@ pub(crate) struct Collected {
     /// The distinct `args.device` values of the GPU activities.
     pub(crate) device_ids: Vec<i64>,
     /// The operators' argument texts met so far (see [`OpArgs`]).
-    texts: HashSet<Arc<str>, Fast>,
+    texts: Texts,
     /// The distinct argument sets, and each one's index by its key.
     pub(crate) args: Vec<OpArgs>,
     arg_ids: HashMap<[usize; 4], u32, Fast>,
@@ -372,21 +375,40 @@ fn text_of(value: &[u8]) -> Box<str> {
     String::from_utf8_lossy(value).into()
 }
 
-/// The text of `value`, shared with an equal one already met.
-fn shared_text(texts: &mut HashSet<Arc<str>, Fast>, value: &[u8]) -> Arc<str> {
-    let text = String::from_utf8_lossy(value);
-    if let Some(known) = texts.get(text.as_ref()) {
-        return Arc::clone(known);
+/// The operators' argument texts: each as written, and each in its one form, once.
+#[derive(Default)]
+struct Texts {
+    /// Text as written -> its form.
+    written: HashMap<Box<[u8]>, Arc<str>, Fast>,
+    /// The forms met so far (two writings of one value share one).
+    forms: HashSet<Arc<str>, Fast>,
+}
+
+impl Texts {
+    /// The form of `value` ([`crate::json::compact`]), shared with an equal one already met.
+    fn shared(&mut self, value: &[u8]) -> Arc<str> {
+        if let Some(known) = self.written.get(value) {
+            return Arc::clone(known);
+        }
+        let compacted = compact(value);
+        let form = String::from_utf8_lossy(&compacted);
+        let shared = match self.forms.get(form.as_ref()) {
+            Some(known) => Arc::clone(known),
+            None => {
+                let new: Arc<str> = form.into();
+                self.forms.insert(Arc::clone(&new));
+                new
+            }
+        };
+        self.written.insert(value.into(), Arc::clone(&shared));
+        shared
     }
-    let new: Arc<str> = text.into();
-    texts.insert(Arc::clone(&new));
-    new
 }
 
 /// What the tree needs of an event's `args`, with `texts` an operator's argument texts
 /// too. A runtime call's or a GPU activity's from the texts the event's visitors share
 /// ([`Event::arg_texts`]: summary reads them too); an operator's in a pass of their own.
-fn read_args(ev: &Event<'_>, texts: Option<&mut HashSet<Arc<str>, Fast>>) -> ArgsRead {
+fn read_args(ev: &Event<'_>, texts: Option<&mut Texts>) -> ArgsRead {
     let Some(texts) = texts else {
         let a = ev.arg_texts();
         return ArgsRead {
@@ -404,7 +426,7 @@ fn read_args(ev: &Event<'_>, texts: Option<&mut HashSet<Arc<str>, Fast>>) -> Arg
     let Some(args) = ev.args() else {
         return out;
     };
-    let mut text = |value: &[u8]| Some(shared_text(texts, value));
+    let mut text = |value: &[u8]| Some(texts.shared(value));
     let _ = crate::json::object::for_each_member(args, |key, value| match key {
         b"correlation" => out.correlation = whole_number(value),
         b"External id" => out.external_id = whole_number(value),
@@ -461,7 +483,7 @@ impl Collected {
     pub(crate) fn drop_lookups(&mut self) {
         self.name_ids = HashMap::default();
         self.thread_ids = HashMap::default();
-        self.texts = HashSet::default();
+        self.texts = Texts::default();
         self.arg_ids = HashMap::default();
     }
 

@@ -2,17 +2,8 @@
 //! from the JSON text attribution keeps: the shapes, dtypes and literal values the models
 //! read, by position.
 
+use crate::json::value::{parse, Value};
 use crate::read::attribution::OpArgs;
-
-/// A JSON value of the recorded inputs (objects do not occur there).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Value {
-    Int(i64),
-    Float(f64),
-    Str(String),
-    List(Vec<Value>),
-    Other,
-}
 
 /// Why a model could not compute an operator's figures (the row is left out, as TraceLens
 /// leaves out an event whose model raises).
@@ -20,96 +11,6 @@ pub(crate) enum Value {
 pub(crate) struct Unmodelled(pub(crate) &'static str);
 
 pub(crate) type Model<T> = Result<T, Unmodelled>;
-
-struct Parser<'a> {
-    s: &'a [u8],
-    pos: usize,
-}
-
-impl Parser<'_> {
-    fn ws(&mut self) {
-        while self.s.get(self.pos).is_some_and(u8::is_ascii_whitespace) {
-            self.pos += 1;
-        }
-    }
-
-    fn value(&mut self, depth: usize) -> Option<Value> {
-        self.ws();
-        match *self.s.get(self.pos)? {
-            b'[' if depth < 8 => self.list(depth),
-            b'"' => self.string(),
-            b'-' | b'0'..=b'9' => self.number(),
-            _ => {
-                let rest = &self.s[self.pos..];
-                let word = rest.iter().take_while(|b| b.is_ascii_alphabetic()).count();
-                (word > 0).then(|| {
-                    self.pos += word;
-                    Value::Other
-                })
-            }
-        }
-    }
-
-    fn list(&mut self, depth: usize) -> Option<Value> {
-        self.pos += 1;
-        let mut items = Vec::new();
-        self.ws();
-        if self.s.get(self.pos) == Some(&b']') {
-            self.pos += 1;
-            return Some(Value::List(items));
-        }
-        loop {
-            items.push(self.value(depth + 1)?);
-            self.ws();
-            match *self.s.get(self.pos)? {
-                b',' => self.pos += 1,
-                b']' => {
-                    self.pos += 1;
-                    return Some(Value::List(items));
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    fn string(&mut self) -> Option<Value> {
-        let start = self.pos + 1;
-        let mut i = start;
-        while *self.s.get(i)? != b'"' {
-            i += if self.s[i] == b'\\' { 2 } else { 1 };
-        }
-        self.pos = i + 1;
-        let body = crate::json::object::unescaped(&self.s[start..i])?;
-        Some(Value::Str(String::from_utf8_lossy(&body).into_owned()))
-    }
-
-    fn number(&mut self) -> Option<Value> {
-        let start = self.pos;
-        while self
-            .s
-            .get(self.pos)
-            .is_some_and(|b| b.is_ascii_digit() || b"+-.eE".contains(b))
-        {
-            self.pos += 1;
-        }
-        let text = std::str::from_utf8(&self.s[start..self.pos]).ok()?;
-        Some(match text.parse::<i64>() {
-            Ok(i) => Value::Int(i),
-            Err(_) => Value::Float(text.parse().ok()?),
-        })
-    }
-}
-
-/// Parses a JSON value's text.
-pub(crate) fn parse(text: &str) -> Option<Value> {
-    let mut p = Parser {
-        s: text.as_bytes(),
-        pos: 0,
-    };
-    let v = p.value(0)?;
-    p.ws();
-    (p.pos == p.s.len()).then_some(v)
-}
 
 /// An operator's inputs, parsed: absent fields are empty lists.
 #[derive(Debug, Clone, Default)]

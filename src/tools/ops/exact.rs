@@ -17,19 +17,12 @@
 //!   forward-shaped backward rows).
 
 use super::args::{numel, Inputs, Model, Unmodelled};
+use super::dtype::Dtype;
 use super::{conv, Figures};
 
 /// Bytes per element of every dtype torch records; `None` for a non-tensor.
 pub(crate) fn bpe(name: &str) -> Option<f64> {
-    Some(match name.to_ascii_lowercase().as_str() {
-        "double" | "long int" | "long" | "c10::complex<float>" => 8.0,
-        "float" | "int" => 4.0,
-        "c10::complex<double>" => 16.0,
-        "c10::half" | "c10::bfloat16" | "short" => 2.0,
-        "bool" | "unsigned char" | "signed char" | "char" => 1.0,
-        n if n.starts_with("c10::float8") || n.starts_with("c10::float4") => 1.0,
-        _ => return None,
-    })
+    Dtype::of(name).map(Dtype::bytes)
 }
 
 /// Bytes of input `i` as stored: elements times its dtype's size; 0 for a Python scalar.

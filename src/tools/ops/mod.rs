@@ -225,28 +225,12 @@ pub(crate) struct InstanceRow {
     pub(crate) kernel_ns: i64,
     /// The GPU activities timed (indices in `traceEvents`).
     pub(crate) kernel_uids: Vec<u64>,
-    /// The operator's recorded `Input Dims` and `Input type`, as JSON text.
+    /// The operator's recorded `Input Dims` and `Input type`, as JSON text in one form
+    /// (the attribution's, [`crate::json::compact`]).
     pub(crate) input_dims: Option<Box<str>>,
     pub(crate) input_type: Option<Box<str>>,
     /// `args.device` of the first GPU activity timed that has one.
     pub(crate) device: Option<i64>,
-}
-
-/// JSON text without the whitespace between its tokens (`[\n  [2, 3]\n]` -> `[[2,3]]`), so
-/// that one set of inputs has one text however the trace was indented.
-fn compact(text: &str) -> Box<str> {
-    let (mut out, mut in_string, mut escaped) = (String::with_capacity(text.len()), false, false);
-    for c in text.chars() {
-        if in_string {
-            (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
-        } else if c.is_ascii_whitespace() {
-            continue;
-        } else if c == '"' {
-            in_string = true;
-        }
-        out.push(c);
-    }
-    out.into()
 }
 
 fn row(
@@ -266,8 +250,8 @@ fn row(
         kernel_us: tree::busy_us_float(&a.gpu_details, gpu),
         kernel_ns: tree::busy_ns(&a.gpu, gpu),
         kernel_uids: gpu.iter().map(|&g| a.gpu_details[g as usize].uid).collect(),
-        input_dims: a.args(op).input_dims.as_deref().map(compact),
-        input_type: a.args(op).input_type.as_deref().map(compact),
+        input_dims: a.args(op).input_dims.as_deref().map(Box::from),
+        input_type: a.args(op).input_type.as_deref().map(Box::from),
         device: gpu.iter().find_map(|&g| a.device(&a.gpu[g as usize])),
     }
 }
@@ -478,12 +462,3 @@ pub(crate) fn reports(
 mod peaks_tests;
 #[cfg(test)]
 mod reference_tests;
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn compact_drops_whitespace_between_tokens_only() {
-        let text = "[\n  [2, 3],\n  \"c10::Half\", \"a \\\" b\"\n]";
-        assert_eq!(&*super::compact(text), r#"[[2,3],"c10::Half","a \" b"]"#);
-    }
-}

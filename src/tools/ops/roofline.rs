@@ -3,9 +3,10 @@
 //! the row (its family and the dtype of its main operand). The arithmetic against them
 //! (rates, % of roofline, bound) is `rates.rs`'.
 
-use super::args::{parse, Value};
+use super::dtype::Dtype;
 use super::peaks::{find_gpu, Gpu, Precision};
 use super::Table;
+use crate::json::value::{parse, Value};
 use crate::read::attribution::Device;
 
 /// The GPU of a report, and why there is none.
@@ -80,32 +81,11 @@ fn no_gpu(device: Option<&Device>) -> String {
     }
 }
 
-/// A compute dtype, from an `Input type` entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dtype {
-    F64,
-    F32,
-    Bf16,
-    F16,
-    F8,
-}
-
-fn dtype_of(text: &str) -> Option<Dtype> {
-    Some(match text {
-        "double" => Dtype::F64,
-        "float" => Dtype::F32,
-        "c10::BFloat16" => Dtype::Bf16,
-        "c10::Half" => Dtype::F16,
-        t if t.starts_with("c10::Float8") => Dtype::F8,
-        _ => return None,
-    })
-}
-
 /// The dtype of an operator's main operand: its first floating-point input.
 pub(crate) fn main_dtype(input_type: Option<&str>) -> Option<Dtype> {
     match parse(input_type?)? {
         Value::List(types) => types.iter().find_map(|t| match t {
-            Value::Str(t) => dtype_of(t),
+            Value::Str(t) => Dtype::of(t).filter(|d| d.is_float()),
             _ => None,
         }),
         _ => None,
@@ -150,6 +130,8 @@ pub(crate) fn peak_of(
         Dtype::Bf16 => vector(Precision::Bf16),
         Dtype::F16 => vector(Precision::Fp16),
         Dtype::F8 => vector(Precision::Fp8),
+        // No peak table lists fp4; integers and complex are no main operand.
+        _ => None,
     }
 }
 
@@ -225,6 +207,12 @@ mod tests {
     fn peaks_by_family_and_main_operand() {
         let bf16 = r#"["c10::BFloat16", "c10::BFloat16"]"#;
         assert_eq!(peak("h100", Table::Gemm, bf16), Some(("bf16", 989.5)));
+        // Any spelling the exact rules size has its peak too (one reading of dtypes).
+        let lower = r#"["c10::bfloat16", "C10::BFLOAT16"]"#;
+        assert_eq!(peak("h100", Table::Gemm, lower), Some(("bf16", 989.5)));
+        // An integer before the float is no main operand.
+        let indexed = r#"["long int", "c10::Half"]"#;
+        assert_eq!(peak("h100", Table::Gemm, indexed), Some(("fp16", 989.5)));
         // The first floating input decides: a Scalar before it is skipped.
         let fp8 = r#"["Scalar", "c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float"]"#;
         assert_eq!(peak("h100", Table::Gemm, fp8), Some(("fp8", 1979.0)));
