@@ -23,10 +23,11 @@
 //!   `tools::ops`
 //!   (FLOPs and bytes of each operator from its recorded shapes, per family:
 //!   `tools::ops::{args, dtype, gemm, elementwise, reduce, norm, conv, attention, extensions,
-//!   exact, peaks, peaks_tests, roofline, rates, groups, reference_tests}`: `peaks` the GPUs'
-//!   peak compute and bandwidth, `roofline` the GPU and peak each row is measured against,
-//!   `rates` the roofline arithmetic of a row or a group, `groups` the rows of every rank
-//!   with their roofline, grouped and ranked); `tools::overlap` (Perfetto's rule for overlapping slices, fed
+//!   exact, coverage, peaks, peaks_tests, roofline, rates, groups, reference_tests}`:
+//!   `coverage` how much of the rows' GPU time has a model, `peaks` the GPUs' peak compute
+//!   and bandwidth, `roofline` the GPU and peak each row is measured against, `rates` the
+//!   roofline arithmetic of a row or a group, `groups` the rows of every rank with their
+//!   roofline, grouped and ranked); `tools::overlap` (Perfetto's rule for overlapping slices, fed
 //!   by check and repair alike), `tools::parts` (the time-window plan and part
 //!   writers split and merge share) and `tools::report` (one kind counted with its first
 //!   places: check's findings and repair's changes, and the collector of both).

@@ -163,11 +163,24 @@ def _launched_under_operators(events: list[dict[str, Any]]) -> set[int]:
 def test_every_launched_activity_is_in_one_exact_row(path: Path) -> None:
     """Issue 48: a GPU activity whose launch runs in an operator is in exactly one row of
     the exact rules, its flow written right or not (MI300's ``hipMemsetAsync`` memsets
-    carry two flow ends and no start): rows and ``summary`` read one set of launches."""
-    rows = kinetrace.ops(path).rows
+    carry two flow ends and no start): rows and ``summary`` read one set of launches; and
+    ``coverage`` splits the rows' GPU time."""
+    found = kinetrace.ops(path)
+    rows = list(found.rows)
     in_rows = [k for r in rows for k in r["kernel_uids"]]
     assert len(in_rows) == len(set(in_rows))
     assert set(in_rows) == _launched_under_operators(real_trace(path)["traceEvents"])
+    # So the coverage's four parts split the rows' time, and the modelled part is the
+    # modelled rows' (collectives aside: they are never modelled here).
+    c = found.coverage
+    assert c is not None
+    parts = c["modelled_us"] + c["unmodelled_us"] + c["without_shapes_us"] + c["collectives_us"]
+    assert parts == pytest.approx(sum(r["kernel_time_ns"] for r in rows) / 1e3, abs=1e-3)
+    modelled = sum(r["kernel_time_ns"] for r in rows if r["table"] != "unmodelled") / 1e3
+    assert c["modelled_us"] == pytest.approx(modelled, abs=1e-3)
+    with_shapes = c["modelled_us"] + c["unmodelled_us"]
+    share = None if with_shapes == 0 else c["modelled_us"] / with_shapes
+    assert found.modelled_share == pytest.approx(share)
 
 
 def test_unknown_rules_and_files_that_are_not_traces_are_refused(tmp_path: Path) -> None:
@@ -403,6 +416,11 @@ def test_json_keys_are_the_documented_ones(capsys: pytest.CaptureFixture[str]) -
     assert set(found["rows"][0]) == documented["rows"]
     assert set(found["groups"][0]) == documented["groups"]
     assert found["rules"] == "tracelens" and any(r["bwd"] is False for r in found["rows"])
+    assert found["coverage"] is None and found["modelled_share"] is None
+    assert run("ops", require_real() / OWLV2_H100, "--json") == 0
+    found = json.loads(capsys.readouterr().out)
+    assert set(found["coverage"]) == documented["coverage"]
+    assert found["modelled_share"] == found["coverage"]["modelled_share"]
 
 
 DLRM_RANKS = Path("param") / "dlrm_kineto"

@@ -43,7 +43,7 @@ from kinetrace._tools.merge import (
     MergeWarning,
     merge_traces,
 )
-from kinetrace._tools.ops import GpuPeaks, OpGroup, OpRow, OpsReport, ops
+from kinetrace._tools.ops import GpuPeaks, OpGroup, OpRow, OpsCoverage, OpsReport, ops
 from kinetrace._tools.ops_html import write_ops_html
 from kinetrace._tools.parquet import ParquetRank, ParquetResult, to_parquet
 from kinetrace._tools.repair import Change, RepairReport, repair_trace
@@ -124,6 +124,7 @@ __all__ = [
     "OpGroup",
     "OpRow",
     "OperatorChange",
+    "OpsCoverage",
     "OpsReport",
     "ParquetRank",
     "ParquetResult",

@@ -475,10 +475,18 @@ class _OpsRank(TypedDict):
     rank: int
     gpu: _GpuChoice
 
+class _OpsCoverage(TypedDict):
+    modelled_us: float
+    unmodelled_us: float
+    without_shapes_us: float
+    collectives_us: float
+    modelled_share: float | None
+
 class _OpsFound(TypedDict):
     ranks: list[_OpsRank]
     rows: OpRows
     groups: list[_OpGroup]
+    coverage: _OpsCoverage | None
 
 def ops(paths: list[str], rules: str, threads: int, gpu: str | None = None) -> _OpsFound: ...
 def ops_gpu(name: str) -> _GpuPeaks | None: ...

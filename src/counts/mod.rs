@@ -218,7 +218,7 @@ fn reading_tool(name: &str, paths: &[PathBuf]) -> Result<String> {
                 ops::Rules::TraceLens
             };
             let found = ops::reports(paths, rules, None, 1, &mut quiet)?;
-            let (_, rows, groups) = ops::groups::ranked(found, rules);
+            let (_, rows, groups, _) = ops::groups::ranked(found, rules);
             format!("{} rows, {} groups", rows.len(), groups.len())
         }
         other => {

@@ -410,8 +410,9 @@ fn ops_gpu_keys() -> Vec<&'static str> {
 /// The instance rows of the traces at `paths` (one rank each, read `threads` files at once)
 /// under `rules` (`"exact"` or `"tracelens"`), each against its trace's GPU (`gpu`: a
 /// `--gpu` name, else the trace's), and their groups (the first rank's GPU's bandwidth):
-/// `{"ranks": [{"source", "rank", "gpu"}, ...], "rows": OpRows, "groups": [...]}`, ranks
-/// in rank order (the fields of `_OpsFound` in `_kinetrace.pyi`).
+/// `{"ranks": [{"source", "rank", "gpu"}, ...], "rows": OpRows, "groups": [...],
+/// "coverage": {...} | None}`, ranks in rank order (the fields of `_OpsFound` in
+/// `_kinetrace.pyi`).
 #[pyfunction]
 #[pyo3(signature = (paths, rules, threads, gpu=None))]
 fn ops<'py>(
@@ -439,10 +440,9 @@ fn ops<'py>(
         })?),
         None => None,
     };
-    let (ranks, rows, groups) = detached(py, |interrupted| {
+    let (ranks, rows, groups, coverage) = detached(py, |interrupted| {
         let found = reports(&paths, rules, user, threads, &mut |_| interrupted())?;
-        let (ranks, rows, groups) = ranked(found, rules);
-        Ok::<_, crate::error::Error>((ranks, rows, groups))
+        Ok::<_, crate::error::Error>(ranked(found, rules))
     })?;
     let out = PyList::empty(py);
     for (source, rank, gpu) in &ranks {
@@ -460,6 +460,20 @@ fn ops<'py>(
     }
     d.set_item(intern!(py, "groups"), group_list)?;
     d.set_item(intern!(py, "rows"), Bound::new(py, OpRows::new(py, rows))?)?;
+    let coverage = match coverage {
+        Some(c) => {
+            let c_dict = PyDict::new(py);
+            let us = |ns: i64| ns as f64 / 1e3;
+            c_dict.set_item(intern!(py, "modelled_us"), us(c.modelled_ns))?;
+            c_dict.set_item(intern!(py, "unmodelled_us"), us(c.unmodelled_ns))?;
+            c_dict.set_item(intern!(py, "without_shapes_us"), us(c.without_shapes_ns))?;
+            c_dict.set_item(intern!(py, "collectives_us"), us(c.collectives_ns))?;
+            c_dict.set_item(intern!(py, "modelled_share"), c.share())?;
+            Some(c_dict)
+        }
+        None => None,
+    };
+    d.set_item(intern!(py, "coverage"), coverage)?;
     Ok(d)
 }
 

@@ -14,7 +14,7 @@ from kinetrace._cli.args import add_threads_option, int_in_range
 from kinetrace._cli.status import DONE, exit_statuses, run_tool
 from kinetrace._text import duration
 from kinetrace._tools.ops import OpGroup, OpsReport, gpu_keys, known_gpu, ops
-from kinetrace._tools.ops_html import gpu_line, shapes_text, write_ops_html
+from kinetrace._tools.ops_html import coverage_line, gpu_line, shapes_text, write_ops_html
 
 __all__ = ["WIDTH", "add_parser", "cmd_ops", "report", "write_json"]
 
@@ -69,6 +69,9 @@ def report(found: OpsReport, top: int) -> str:
     ]
     if found.note:
         lines += textwrap.wrap(f"note: {found.note}", WIDTH, subsequent_indent="  ")
+    covered = coverage_line(found)
+    if covered is not None:
+        lines += textwrap.wrap(covered, WIDTH, subsequent_indent="  ")
     header = [
         "operator".ljust(NAME),
         *(h.ljust(w) if h == "dims" else h.rjust(w) for h, w in COLUMNS),

@@ -26,7 +26,16 @@ from kinetrace import _kinetrace
 from kinetrace._env import available_cpus, require_in_range
 from kinetrace._tools.sources import trace_files
 
-__all__ = ["GpuPeaks", "OpGroup", "OpRow", "OpsReport", "gpu_keys", "known_gpu", "ops"]
+__all__ = [
+    "GpuPeaks",
+    "OpGroup",
+    "OpRow",
+    "OpsCoverage",
+    "OpsReport",
+    "gpu_keys",
+    "known_gpu",
+    "ops",
+]
 
 Rules = Literal["exact", "tracelens"]
 
@@ -43,6 +52,22 @@ class GpuPeaks(TypedDict):
     bandwidth_tbs: float
     peaks_tflops: dict[str, float]
     source: str
+
+
+class OpsCoverage(TypedDict):
+    """How much of the GPU time under operators the exact rules model: their rows hold each
+    GPU activity once, and their busy time (µs) splits four ways: ``modelled_us`` (rows with
+    a model), ``unmodelled_us`` (operators that recorded their shapes, no model),
+    ``without_shapes_us`` (operators with no ``Input Dims``: a trace recorded without
+    ``record_shapes``, a compiled graph's launcher) and ``collectives_us`` (operators named
+    as collectives or launching NCCL/RCCL kernels: communication). ``modelled_share`` is
+    ``modelled_us`` over ``modelled_us + unmodelled_us`` (None where that is 0)."""
+
+    modelled_us: float
+    unmodelled_us: float
+    without_shapes_us: float
+    collectives_us: float
+    modelled_share: float | None
 
 
 class OpRow(TypedDict):
@@ -143,7 +168,9 @@ class OpsReport:
     without a roofline last, by time); ``gpu`` the GPU of the roofline (the first rank's;
     ``None`` when none was found: ``note`` says why), ``gpu_from`` (``"deviceProperties"``
     or ``"--gpu"``), ``device_name`` (the trace's name for it), ``note``; ``seconds`` the
-    time the reading took."""
+    time the reading took; ``coverage`` (exact rules) the split of the rows' GPU time by
+    what has a model (:class:`OpsCoverage`), summed over the ranks, and
+    :attr:`modelled_share` its share."""
 
     sources: tuple[str, ...]
     ranks: tuple[int, ...]
@@ -155,6 +182,14 @@ class OpsReport:
     seconds: float
     rows: Sequence[OpRow]
     groups: list[OpGroup]
+    coverage: OpsCoverage | None = None
+
+    @property
+    def modelled_share(self) -> float | None:
+        """The modelled part of the GPU time of operators with recorded shapes, collectives
+        aside (exact rules; None under ``"tracelens"``, whose rows count nested operators
+        twice, or where no such operator ran on the GPU)."""
+        return None if self.coverage is None else self.coverage["modelled_share"]
 
     @property
     def label(self) -> str:
@@ -187,6 +222,7 @@ class OpsReport:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "rows"}
         out["gpu"] = None if self.gpu is None else dict(self.gpu)
         out["groups"] = [dict(vars(g)) for g in self.groups]
+        out["modelled_share"] = self.modelled_share
         return out
 
 
@@ -276,4 +312,5 @@ def ops(
         seconds=time.perf_counter() - start,
         rows=found["rows"],
         groups=[OpGroup(**g) for g in found["groups"]],
+        coverage=found["coverage"],
     )

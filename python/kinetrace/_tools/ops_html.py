@@ -19,6 +19,7 @@ from kinetrace._tools.summary_html import PAGE_STYLE, SVG_NS, write_atomically
 
 __all__ = [
     "Axes",
+    "coverage_line",
     "gpu_line",
     "plotted",
     "render_html",
@@ -69,6 +70,22 @@ def shapes_text(text: str | None) -> str:
         return text
     return "".join(
         f"({','.join(str(d) for d in s)})" if isinstance(s, list) else "" for s in shapes
+    )
+
+
+def coverage_line(found: OpsReport) -> str | None:
+    """``modelled: 53.2% of the GPU time of operators with shapes (...)``, what it leaves
+    out in brackets; None without a split (``tracelens`` rules)."""
+    c = found.coverage
+    if c is None:
+        return None
+    share = c["modelled_share"]
+    head = "modelled: none of" if share is None else f"modelled: {share:.1%} of"
+    with_shapes = c["modelled_us"] + c["unmodelled_us"]
+    return (
+        f"{head} the GPU time of operators with shapes ({duration(with_shapes)}); "
+        f"left out: {duration(c['without_shapes_us'])} without shapes, "
+        f"{duration(c['collectives_us'])} collectives"
     )
 
 
@@ -305,12 +322,14 @@ def render_html(found: OpsReport) -> str:
     time_us = sum(g.time_us for g in found.groups)
     save = sum(g.saveable_us or 0.0 for g in found.groups)
     note = f"<p>note: {escape(found.note)}</p>" if found.note else ""
+    line = coverage_line(found)
+    coverage = "" if line is None else f"<p>{escape(line)}</p>"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>kinetrace ops: {escape(trace)}</title>"
         f"<style>{PAGE_STYLE}{_EXTRA_STYLE}</style></head><body>"
         f"<h1>kinetrace ops: {escape(trace)} ({escape(found.rules)} rules)</h1>"
-        f"<p>{escape(gpu_line(found))}</p>{note}"
+        f"<p>{escape(gpu_line(found))}</p>{note}{coverage}"
         f"<p>{len(found.rows):,} operator rows in {len(found.groups):,} groups; GPU time "
         f"{escape(duration(time_us))}"
         + ("" if found.gpu is None else f", {escape(duration(save))} saveable at the roofline")

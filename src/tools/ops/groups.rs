@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::peaks::{Gpu, Precision};
 use super::rates::{rates, Rates};
 use super::roofline::{peak_of, GpuChoice};
-use super::{InstanceRow, RankReport, Rules, Table};
+use super::{Coverage, InstanceRow, RankReport, Rules, Table};
 
 /// An instance row of one rank, measured against its rank's GPU.
 #[derive(Debug, Clone)]
@@ -123,12 +123,13 @@ fn group_of(rows: &[&RankedRow], bandwidth: Option<f64>) -> Group {
 }
 
 /// What `ops` reports of the ranks' [`RankReport`]s: each rank's (source, rank, GPU), every
-/// row measured against its rank's GPU, and their [`groups`] against the first rank's
-/// bandwidth.
+/// row measured against its rank's GPU, their [`groups`] against the first rank's
+/// bandwidth, and the ranks' [`Coverage`] summed (exact rules).
 pub(crate) type Ranked = (
     Vec<(std::path::PathBuf, i64, GpuChoice)>,
     Vec<RankedRow>,
     Vec<Group>,
+    Option<Coverage>,
 );
 
 /// The rows of `found` (in rank order) ranked and grouped under `rules`: see [`Ranked`].
@@ -139,7 +140,11 @@ pub(crate) fn ranked(found: Vec<RankReport>, rules: Rules) -> Ranked {
         .map(Gpu::device_bandwidth_tbs);
     let mut rows = Vec::new();
     let mut ranks = Vec::new();
+    let mut coverage: Option<Coverage> = None;
     for file in found {
+        if let Some(c) = &file.report.coverage {
+            coverage.get_or_insert_with(Coverage::default).add(c);
+        }
         let gpu = file.report.gpu.gpu;
         rows.extend(
             (file.report.rows.into_iter()).map(|r| RankedRow::new(r, file.rank, rules, gpu)),
@@ -147,7 +152,7 @@ pub(crate) fn ranked(found: Vec<RankReport>, rules: Rules) -> Ranked {
         ranks.push((file.source, file.rank, file.report.gpu));
     }
     let groups = groups(&rows, bandwidth);
-    (ranks, rows, groups)
+    (ranks, rows, groups, coverage)
 }
 
 /// `rows` grouped by (name, bwd, input dims, input types), each group's roofline against
@@ -208,6 +213,7 @@ mod tests {
             input_dims: None,
             input_type: Some(r#"["float"]"#.into()),
             device: Some(0),
+            collective: false,
         }
     }
 

@@ -14,6 +14,7 @@
 pub(crate) mod args;
 mod attention;
 mod conv;
+mod coverage;
 mod dtype;
 mod elementwise;
 mod exact;
@@ -34,6 +35,7 @@ use crate::read::attribution::{attribute, tree, Attribution, Links, Op};
 use crate::read::ranks::assign_ranks;
 use crate::read::sources::{Reader, Sources};
 use args::{Inputs, Model};
+pub(crate) use coverage::Coverage;
 
 /// An operator's work.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -231,6 +233,8 @@ pub(crate) struct InstanceRow {
     pub(crate) input_type: Option<Box<str>>,
     /// `args.device` of the first GPU activity timed that has one.
     pub(crate) device: Option<i64>,
+    /// A collective's row ([`coverage::is_collective`]).
+    pub(crate) collective: bool,
 }
 
 fn row(
@@ -253,6 +257,11 @@ fn row(
         input_dims: a.args(op).input_dims.as_deref().map(Box::from),
         input_type: a.args(op).input_type.as_deref().map(Box::from),
         device: gpu.iter().find_map(|&g| a.device(&a.gpu[g as usize])),
+        collective: coverage::is_collective(
+            a.name(op),
+            gpu.iter()
+                .map(|&g| &*a.names[a.gpu[g as usize].name as usize]),
+        ),
     }
 }
 
@@ -399,10 +408,12 @@ impl Rules {
     }
 }
 
-/// The rows of one trace and the GPU their roofline is drawn against.
+/// The rows of one trace, the GPU their roofline is drawn against, and (exact rules) how
+/// much of their GPU time has a model.
 pub(crate) struct Report {
     pub(crate) rows: Vec<InstanceRow>,
     pub(crate) gpu: roofline::GpuChoice,
+    pub(crate) coverage: Option<Coverage>,
 }
 
 /// The instance rows of an attributed trace under `rules`, and its GPU (`gpu`, from
@@ -414,7 +425,13 @@ pub(crate) fn report_of(a: &Attribution, rules: Rules, gpu: Option<&'static peak
     };
     let devices = rows.iter().filter_map(|r| r.device).collect();
     let gpu = roofline::choose_gpu(&a.devices, devices, gpu);
-    Report { rows, gpu }
+    // TraceLens's rows count nested operators twice: no split of the time.
+    let coverage = (rules == Rules::Exact).then(|| Coverage::of(&rows));
+    Report {
+        rows,
+        gpu,
+        coverage,
+    }
 }
 
 /// One rank's trace file and its [`Report`].
