@@ -23,7 +23,8 @@
 //!   `tools::ops`
 //!   (FLOPs and bytes of each operator from its recorded shapes, per family:
 //!   `tools::ops::{args, dtype, gemm, elementwise, reduce, norm, conv, attention, extensions,
-//!   exact, coverage, peaks, peaks_tests, roofline, rates, groups, reference_tests}`:
+//!   exact, memory, coverage, peaks, peaks_tests, roofline, rates, groups,
+//!   reference_tests}`: `memory` the memory-bound operators only the exact rules model,
 //!   `coverage` how much of the rows' GPU time has a model, `peaks` the GPUs' peak compute
 //!   and bandwidth, `roofline` the GPU and peak each row is measured against, `rates` the
 //!   roofline arithmetic of a row or a group, `groups` the rows of every rank with their

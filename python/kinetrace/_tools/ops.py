@@ -77,7 +77,8 @@ class OpRow(TypedDict):
     (``rank``: as ``summary`` and ``merge`` number them); ``table`` its family
     (``"GEMM"``, ``"UnaryElementwise"``, ``"BinaryElementwise"``, ``"Normalization"``,
     ``"Reduce"``, ``"CONV"``, ``"SDPA"``, ``"RMSNorm"``, ``"InferenceAttention"``,
-    ``"RoPE"``; under ``exact``, ``"unmodelled"`` for an operator no model covers that
+    ``"RoPE"``; under ``exact`` also ``"Softmax"`` and ``"Indexing"``, and
+    ``"unmodelled"`` for an operator no model covers that
     launched GPU work itself, ``flops`` and ``bytes`` ``None``, timed by that work); ``bwd``
     a backward row (the forward operator's shapes, the GPU time of the
     backward frames linked to it by sequence number); ``bytes`` is ``None`` where a dtype's

@@ -48,6 +48,8 @@ FAMILY_COLOURS = {
     "RMSNorm": "#7cc49b",
     "Reduce": "#b5443b",
     "RoPE": "#8c6d31",
+    "Softmax": "#c2185b",
+    "Indexing": "#5d6d7e",
 }
 OTHER_COLOUR = "#777777"
 

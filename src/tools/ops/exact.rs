@@ -26,7 +26,7 @@ pub(crate) fn bpe(name: &str) -> Option<f64> {
 }
 
 /// Bytes of input `i` as stored: elements times its dtype's size; 0 for a Python scalar.
-fn tensor_bytes(inputs: &Inputs, i: usize) -> Model<f64> {
+pub(super) fn tensor_bytes(inputs: &Inputs, i: usize) -> Model<f64> {
     let Some(b) = bpe(inputs.dtype(i)) else {
         return Ok(0.0);
     };
@@ -58,7 +58,7 @@ fn gemm(inputs: &Inputs, first: usize, bias: bool) -> Model<Figures> {
     })
 }
 
-fn unary(inputs: &Inputs) -> Model<Figures> {
+pub(super) fn unary(inputs: &Inputs) -> Model<Figures> {
     let n = numel(&inputs.shape(0)?);
     let out = if inputs.has_shape(1) { 1 } else { 0 };
     let bytes = n * elem_bpe(inputs, 0)? + n * elem_bpe(inputs, out)?;
@@ -68,7 +68,7 @@ fn unary(inputs: &Inputs) -> Model<Figures> {
     })
 }
 
-fn binary(inputs: &Inputs) -> Model<Figures> {
+pub(super) fn binary(inputs: &Inputs) -> Model<Figures> {
     let tl = super::elementwise::binary(inputs)?;
     let (a, b) = (inputs.shape(0)?, inputs.shape(1)?);
     // The output's dtype: recorded (an `out=` tensor), else the widest tensor operand's.
@@ -91,7 +91,7 @@ fn binary(inputs: &Inputs) -> Model<Figures> {
 /// A reduction over the dimensions its `dim` argument lists (at concrete position
 /// `dim_at`, recorded as a `Scalar` or `ScalarList`); all of them when there is none or it
 /// is empty (`[]`, as torch reads it).
-fn reduce(inputs: &Inputs, scan: bool, dim_at: usize) -> Model<Figures> {
+pub(super) fn reduce(inputs: &Inputs, scan: bool, dim_at: usize) -> Model<Figures> {
     let shape = inputs.shape(0)?;
     let n = numel(&shape);
     let is_dim = matches!(inputs.dtype(dim_at), "Scalar" | "ScalarList");
@@ -178,7 +178,8 @@ fn sdpa(inputs: &Inputs, causal_at: usize) -> Model<Figures> {
     })
 }
 
-/// The exact figures of an operator, `None` when its name has no model.
+/// The exact figures of an operator of TraceLens's families, `None` when its name has
+/// none (`memory` models the others).
 pub(crate) fn figures(name: &str, inputs: &Inputs) -> Option<Model<Figures>> {
     let tl = super::family(name)?;
     Some(match name {

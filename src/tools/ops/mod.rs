@@ -21,6 +21,7 @@ mod exact;
 mod extensions;
 mod gemm;
 pub(crate) mod groups;
+mod memory;
 mod norm;
 pub(crate) mod peaks;
 pub(crate) mod rates;
@@ -58,6 +59,10 @@ pub(crate) enum Table {
     RmsNorm,
     InferenceAttention,
     Rope,
+    /// `exact`: the softmax and its backward (no TraceLens table).
+    Softmax,
+    /// `exact`: row gathers (`index_select`, `gather`, `embedding`; no TraceLens table).
+    Indexing,
     /// `exact`: an operator whose GPU work no model covers.
     Unmodelled,
 }
@@ -75,6 +80,8 @@ impl Table {
             Table::RmsNorm => "RMSNorm",
             Table::InferenceAttention => "InferenceAttention",
             Table::Rope => "RoPE",
+            Table::Softmax => "Softmax",
+            Table::Indexing => "Indexing",
             Table::Unmodelled => "unmodelled",
         }
     }
@@ -304,12 +311,25 @@ pub(crate) fn tracelens_rows_of(a: &Attribution) -> Vec<InstanceRow> {
     rows
 }
 
-/// Whether an operator has a modelled operator above it.
+/// The table of an operator the exact rules model: TraceLens's families, then the
+/// memory-bound operators only these rules model.
+fn exact_table(name: &str) -> Option<Table> {
+    family(name)
+        .map(|f| f.table)
+        .or_else(|| memory::table(name))
+}
+
+/// The exact rules' figures of an operator, `None` when its name has no model.
+fn exact_figures(name: &str, inputs: &Inputs) -> Option<Model<Figures>> {
+    exact::figures(name, inputs).or_else(|| memory::figures(name, inputs))
+}
+
+/// Whether an operator has an operator the exact rules model above it.
 fn under_a_model(a: &Attribution, op: &Op) -> bool {
     let mut up = op.parent();
     while let Some(p) = up {
         let parent = &a.ops[p as usize];
-        if family(a.name(parent)).is_some() {
+        if exact_table(a.name(parent)).is_some() {
             return true;
         }
         up = parent.parent();
@@ -350,9 +370,9 @@ pub(crate) fn exact_rows_each(
         if under_a_model(a, op) {
             continue;
         }
-        match family(name) {
-            Some(fam) => match exact::figures(name, &Inputs::of(a.args(op))) {
-                Some(Ok(figures)) => each(row(a, op, fam.table, false, Some(figures), &a.gpu(i)))?,
+        match exact_table(name) {
+            Some(table) => match exact_figures(name, &Inputs::of(a.args(op))) {
+                Some(Ok(figures)) => each(row(a, op, table, false, Some(figures), &a.gpu(i)))?,
                 // Its inputs are not what its model reads: its GPU work is still reported.
                 _ if a.has_gpu(i) => each(row(a, op, Table::Unmodelled, false, None, &a.gpu(i)))?,
                 _ => {}
@@ -377,11 +397,11 @@ pub(crate) fn modelled_flops(a: &Attribution) -> Vec<(i64, f64)> {
     let mut modelled: HashMap<(u32, u32), Option<f64>> = HashMap::new();
     a.ops
         .iter()
-        .filter(|op| family(a.name(op)).is_some() && !under_a_model(a, op))
+        .filter(|op| exact_table(a.name(op)).is_some() && !under_a_model(a, op))
         .filter_map(|op| {
             let flops =
                 *modelled.entry((op.name, op.args)).or_insert_with(|| {
-                    match exact::figures(a.name(op), &Inputs::of(a.args(op))) {
+                    match exact_figures(a.name(op), &Inputs::of(a.args(op))) {
                         Some(Ok(figures)) => Some(figures.flops),
                         _ => None,
                     }
