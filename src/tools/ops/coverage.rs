@@ -29,13 +29,19 @@ const COLLECTIVE_PREFIXES: [&str; 5] = [
     "_c10d_functional::",
 ];
 
-/// Whether an operator or one of its GPU activities names a collective.
-pub(crate) fn is_collective<'a>(name: &str, mut activities: impl Iterator<Item = &'a str>) -> bool {
+/// Whether an operator's name is a collective's.
+pub(crate) fn is_collective_operator(name: &str) -> bool {
     COLLECTIVE_PREFIXES.iter().any(|p| name.starts_with(p))
-        || activities.any(|k| {
-            let lower = k.to_ascii_lowercase();
-            lower.contains("nccl") || lower.contains("rccl")
-        })
+}
+
+/// Whether a GPU activity's name is a collective's: it holds `nccl` or `rccl`, any case.
+pub(crate) fn names_a_collective(name: &str) -> bool {
+    let holds = |part: &[u8]| {
+        (name.as_bytes())
+            .windows(part.len())
+            .any(|w| w.eq_ignore_ascii_case(part))
+    };
+    holds(b"nccl") || holds(b"rccl")
 }
 
 impl Coverage {

@@ -240,7 +240,8 @@ pub(crate) struct InstanceRow {
     pub(crate) input_type: Option<Box<str>>,
     /// `args.device` of the first GPU activity timed that has one.
     pub(crate) device: Option<i64>,
-    /// A collective's row ([`coverage::is_collective`]).
+    /// A collective's row (the exact rules mark it: [`coverage::is_collective_operator`],
+    /// [`coverage::names_a_collective`]).
     pub(crate) collective: bool,
 }
 
@@ -264,11 +265,7 @@ fn row(
         input_dims: a.args(op).input_dims.as_deref().map(Box::from),
         input_type: a.args(op).input_type.as_deref().map(Box::from),
         device: gpu.iter().find_map(|&g| a.device(&a.gpu[g as usize])),
-        collective: coverage::is_collective(
-            a.name(op),
-            gpu.iter()
-                .map(|&g| &*a.names[a.gpu[g as usize].name as usize]),
-        ),
+        collective: false,
     }
 }
 
@@ -324,17 +321,60 @@ fn exact_figures(name: &str, inputs: &Inputs) -> Option<Model<Figures>> {
     exact::figures(name, inputs).or_else(|| memory::figures(name, inputs))
 }
 
-/// Whether an operator has an operator the exact rules model above it.
-fn under_a_model(a: &Attribution, op: &Op) -> bool {
-    let mut up = op.parent();
-    while let Some(p) = up {
-        let parent = &a.ops[p as usize];
-        if exact_table(a.name(parent)).is_some() {
-            return true;
+/// What the exact rules read of each of a trace's names, worked out once per name (a trace
+/// has millions of operators and a few hundred names): the table it is modelled under, and
+/// whether it names a collective's GPU activity.
+struct Names {
+    tables: Vec<Option<Table>>,
+    collective: Vec<bool>,
+}
+
+impl Names {
+    fn of(a: &Attribution) -> Names {
+        Names {
+            tables: a.names.iter().map(|n| exact_table(n)).collect(),
+            collective: a
+                .names
+                .iter()
+                .map(|n| coverage::names_a_collective(n))
+                .collect(),
         }
-        up = parent.parent();
     }
-    false
+
+    fn table(&self, op: &Op) -> Option<Table> {
+        self.tables[op.name as usize]
+    }
+
+    /// Whether an operator has an operator the exact rules model above it.
+    fn under_a_model(&self, a: &Attribution, op: &Op) -> bool {
+        let mut up = op.parent();
+        while let Some(p) = up {
+            let parent = &a.ops[p as usize];
+            if self.table(parent).is_some() {
+                return true;
+            }
+            up = parent.parent();
+        }
+        false
+    }
+
+    /// A row of `row`'s, marked a collective's where its operator or one of its activities
+    /// names one.
+    fn row(
+        &self,
+        a: &Attribution,
+        op: &Op,
+        table: Table,
+        figures: Option<Figures>,
+        gpu: &[u32],
+    ) -> InstanceRow {
+        let mut r = row(a, op, table, false, figures, gpu);
+        r.collective = coverage::is_collective_operator(a.name(op))
+            || gpu
+                .iter()
+                .any(|&g| self.collective[a.gpu[g as usize].name as usize]);
+        r
+    }
 }
 
 /// The GPU activities an operator launched itself: its subtree's less its child operators'.
@@ -364,23 +404,23 @@ pub(crate) fn exact_rows_each(
     a: &Attribution,
     each: &mut dyn FnMut(InstanceRow) -> Result<()>,
 ) -> Result<()> {
+    let names = Names::of(a);
     for (i, op) in a.ops.iter().enumerate() {
         let i = i as u32;
-        let name = a.name(op);
-        if under_a_model(a, op) {
+        if names.under_a_model(a, op) {
             continue;
         }
-        match exact_table(name) {
-            Some(table) => match exact_figures(name, &Inputs::of(a.args(op))) {
-                Some(Ok(figures)) => each(row(a, op, table, false, Some(figures), &a.gpu(i)))?,
+        match names.table(op) {
+            Some(table) => match exact_figures(a.name(op), &Inputs::of(a.args(op))) {
+                Some(Ok(figures)) => each(names.row(a, op, table, Some(figures), &a.gpu(i)))?,
                 // Its inputs are not what its model reads: its GPU work is still reported.
-                _ if a.has_gpu(i) => each(row(a, op, Table::Unmodelled, false, None, &a.gpu(i)))?,
+                _ if a.has_gpu(i) => each(names.row(a, op, Table::Unmodelled, None, &a.gpu(i)))?,
                 _ => {}
             },
             None if a.has_gpu(i) => {
                 let own = own_gpu(a, i);
                 if !own.is_empty() {
-                    each(row(a, op, Table::Unmodelled, false, None, &own))?;
+                    each(names.row(a, op, Table::Unmodelled, None, &own))?;
                 }
             }
             None => {}
@@ -395,9 +435,10 @@ pub(crate) fn exact_rows_each(
 /// one name and argument set are modelled once.
 pub(crate) fn modelled_flops(a: &Attribution) -> Vec<(i64, f64)> {
     let mut modelled: HashMap<(u32, u32), Option<f64>> = HashMap::new();
+    let names = Names::of(a);
     a.ops
         .iter()
-        .filter(|op| exact_table(a.name(op)).is_some() && !under_a_model(a, op))
+        .filter(|op| names.table(op).is_some() && !names.under_a_model(a, op))
         .filter_map(|op| {
             let flops =
                 *modelled.entry((op.name, op.args)).or_insert_with(|| {
