@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OperatorChange", "operator_changes", "read_runs"]
 
-#: (name, Input Dims, Input type), the last two as written ("" where not recorded).
+#: (name, Input Dims, Input type), the last two in the attribution's one form ("" where not
+#: recorded).
 Key = tuple[str, str, str]
 Groups = Mapping[str, Sequence["_OperatorGroup"]]
 
