@@ -81,7 +81,7 @@ impl Coverage {
 #[cfg(test)]
 mod tests {
     use super::Coverage;
-    use crate::tools::ops::{reports, Rules};
+    use crate::tools::ops::{report_of_text, Rules};
 
     /// One kernel each: a modelled `aten::mm` (10 µs), an `aten::cat` with shapes and no
     /// model (4 µs), a compiled graph's launcher without shapes (2 µs), and an all-reduce
@@ -103,13 +103,7 @@ mod tests {
 
     #[test]
     fn the_rows_time_splits_four_ways_and_the_share_is_of_operators_with_shapes() {
-        let scratch = crate::testing::scratch("ops-coverage");
-        let path = scratch.join("t.json");
-        std::fs::write(&path, TRACE).unwrap();
-        let found = |rules| {
-            let found = reports(std::slice::from_ref(&path), rules, None, 1, &mut |_| Ok(()));
-            found.unwrap().remove(0).report.coverage
-        };
+        let found = |rules| report_of_text("ops-coverage", TRACE, rules).coverage;
         let c = found(Rules::Exact).unwrap();
         assert_eq!(
             c,

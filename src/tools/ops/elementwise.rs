@@ -29,7 +29,7 @@ pub(crate) fn unary(inputs: &Inputs) -> Model<Figures> {
 }
 
 /// NumPy's broadcast of two shapes.
-fn broadcast(a: &[i64], b: &[i64]) -> Model<Vec<i64>> {
+pub(super) fn broadcast(a: &[i64], b: &[i64]) -> Model<Vec<i64>> {
     let rank = a.len().max(b.len());
     let at = |s: &[i64], i: usize| {
         let pad = rank - s.len();

@@ -33,7 +33,7 @@ pub(super) fn tensor_bytes(inputs: &Inputs, i: usize) -> Model<f64> {
     Ok(numel(&inputs.shape(i)?) * b)
 }
 
-fn elem_bpe(inputs: &Inputs, i: usize) -> Model<f64> {
+pub(super) fn elem_bpe(inputs: &Inputs, i: usize) -> Model<f64> {
     bpe(inputs.dtype(i)).ok_or(Unmodelled("an operand's dtype is unknown"))
 }
 
@@ -218,7 +218,7 @@ pub(crate) fn figures(name: &str, inputs: &Inputs) -> Option<Model<Figures>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::ops::{reports, Rules};
+    use crate::tools::ops::{report_of_text, Rules};
 
     /// A layer norm with the native one inside it, a bf16 addmm with an fp32 bias (and an
     /// unmodelled fill inside it launching a kernel), a sum over one dimension, a causal
@@ -245,12 +245,8 @@ mod tests {
 
     #[test]
     fn exact_rules_count_each_operator_once_with_its_own_dtypes() {
-        let scratch = crate::testing::scratch("ops-exact");
-        let path = scratch.join("t.json");
-        std::fs::write(&path, TRACE).unwrap();
         let figures = |rules| -> Vec<(String, Option<f64>, Option<f64>, i64)> {
-            let found = reports(std::slice::from_ref(&path), rules, None, 1, &mut |_| Ok(()));
-            let found = found.unwrap().remove(0).report.rows;
+            let found = report_of_text("ops-exact", TRACE, rules).rows;
             let out = found.into_iter().map(|r| {
                 let flops = r.figures.map(|f| f.flops);
                 (r.name, flops, r.figures.and_then(|f| f.bytes), r.kernel_ns)

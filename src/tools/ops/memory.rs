@@ -6,7 +6,8 @@
 //! cannot read (a dtype unknown, a shape missing) has no figures, as everywhere.
 
 use super::args::{numel, Inputs, Model, Unmodelled};
-use super::exact::{binary, bpe, reduce, tensor_bytes, unary};
+use super::elementwise::broadcast;
+use super::exact::{binary, bpe, elem_bpe, reduce, tensor_bytes, unary};
 use super::{Figures, Table};
 
 /// Unary elementwise operators beyond TraceLens's: one FLOP per element, the input read
@@ -119,11 +120,6 @@ pub(crate) fn figures(name: &str, inputs: &Inputs) -> Option<Model<Figures>> {
     })
 }
 
-/// Bytes per element of input `i`, which must be a tensor of a known dtype.
-fn elem(inputs: &Inputs, i: usize) -> Model<f64> {
-    bpe(inputs.dtype(i)).ok_or(Unmodelled("an operand's dtype is unknown"))
-}
-
 /// `fill_(self, value)`, `zero_(self)`: no arithmetic; the tensor written once.
 fn fill(inputs: &Inputs) -> Model<Figures> {
     Ok(Figures {
@@ -149,7 +145,7 @@ fn dropout(inputs: &Inputs) -> Model<Figures> {
     let n = numel(&inputs.shape(0)?);
     Ok(Figures {
         flops: n,
-        bytes: Some(2.0 * n * elem(inputs, 0)? + n),
+        bytes: Some(2.0 * n * elem_bpe(inputs, 0)? + n),
     })
 }
 
@@ -157,20 +153,8 @@ fn dropout(inputs: &Inputs) -> Model<Figures> {
 /// broadcast; each tensor read, the output written at the wider of self's and other's
 /// dtypes (a Python scalar operand is no tensor).
 fn select(inputs: &Inputs) -> Model<Figures> {
-    let shapes = [inputs.shape(0)?, inputs.shape(1)?, inputs.shape(2)?];
-    let rank = shapes.iter().map(Vec::len).max().unwrap_or(0);
-    let mut out = vec![1i64; rank];
-    for s in &shapes {
-        for (i, &d) in s.iter().enumerate() {
-            let at = &mut out[rank - s.len() + i];
-            match (*at, d) {
-                (x, y) if x == y || y == 1 => {}
-                (1, y) => *at = y,
-                _ => return Err(Unmodelled("shapes do not broadcast")),
-            }
-        }
-    }
-    let n = numel(&out);
+    let pair = broadcast(&inputs.shape(0)?, &inputs.shape(1)?)?;
+    let n = numel(&broadcast(&pair, &inputs.shape(2)?)?);
     let out_bpe = [1, 2]
         .iter()
         .filter_map(|&i| bpe(inputs.dtype(i)))
@@ -187,7 +171,7 @@ fn select(inputs: &Inputs) -> Model<Figures> {
 /// and the output written, in fp32 where `half_to_float` is true.
 fn softmax(inputs: &Inputs) -> Model<Figures> {
     let n = numel(&inputs.shape(0)?);
-    let in_bpe = elem(inputs, 0)?;
+    let in_bpe = elem_bpe(inputs, 0)?;
     let to_float = inputs
         .concrete(2)
         .is_ok_and(|t| t.eq_ignore_ascii_case("true"));
@@ -203,7 +187,7 @@ fn softmax(inputs: &Inputs) -> Model<Figures> {
 /// gradient's dtype.
 fn softmax_backward(inputs: &Inputs) -> Model<Figures> {
     let n = numel(&inputs.shape(0)?);
-    let bytes = tensor_bytes(inputs, 0)? + tensor_bytes(inputs, 1)? + n * elem(inputs, 0)?;
+    let bytes = tensor_bytes(inputs, 0)? + tensor_bytes(inputs, 1)? + n * elem_bpe(inputs, 0)?;
     Ok(Figures {
         flops: 3.0 * n,
         bytes: Some(bytes),
@@ -297,7 +281,7 @@ fn pooled(inputs: &Inputs, shape: &[i64], at: usize) -> Model<(f64, f64)> {
 fn max_pool(inputs: &Inputs) -> Model<Figures> {
     let shape = inputs.shape(0)?;
     let (out, window) = pooled(inputs, &shape, 1)?;
-    let bytes = tensor_bytes(inputs, 0)? + out * (elem(inputs, 0)? + 8.0);
+    let bytes = tensor_bytes(inputs, 0)? + out * (elem_bpe(inputs, 0)? + 8.0);
     Ok(Figures {
         flops: out * window,
         bytes: Some(bytes),
@@ -309,7 +293,7 @@ fn max_pool(inputs: &Inputs) -> Model<Figures> {
 fn max_pool_backward(inputs: &Inputs) -> Model<Figures> {
     let grad = numel(&inputs.shape(0)?);
     let n_in = numel(&inputs.shape(1)?);
-    let bytes = tensor_bytes(inputs, 0)? + tensor_bytes(inputs, 7)? + n_in * elem(inputs, 1)?;
+    let bytes = tensor_bytes(inputs, 0)? + tensor_bytes(inputs, 7)? + n_in * elem_bpe(inputs, 1)?;
     Ok(Figures {
         flops: grad,
         bytes: Some(bytes),
@@ -322,7 +306,7 @@ fn mse_loss(inputs: &Inputs) -> Model<Figures> {
     let n = numel(&inputs.shape(0)?);
     let none = inputs.concrete(2).is_ok_and(|t| t.trim() == "0");
     let out = if none { n } else { 1.0 };
-    let bytes = tensor_bytes(inputs, 0)? + tensor_bytes(inputs, 1)? + out * elem(inputs, 0)?;
+    let bytes = tensor_bytes(inputs, 0)? + tensor_bytes(inputs, 1)? + out * elem_bpe(inputs, 0)?;
     Ok(Figures {
         flops: 3.0 * n,
         bytes: Some(bytes),
@@ -336,7 +320,7 @@ fn mse_loss_backward(inputs: &Inputs) -> Model<Figures> {
     let read = tensor_bytes(inputs, 0)? + tensor_bytes(inputs, 1)? + tensor_bytes(inputs, 2)?;
     Ok(Figures {
         flops: 3.0 * n,
-        bytes: Some(read + n * elem(inputs, 1)?),
+        bytes: Some(read + n * elem_bpe(inputs, 1)?),
     })
 }
 
@@ -344,7 +328,7 @@ fn mse_loss_backward(inputs: &Inputs) -> Model<Figures> {
 /// the source (input 0): no arithmetic; the indices and the rows read, the rows written.
 fn rows_gathered(inputs: &Inputs, index: usize, width: f64) -> Model<Figures> {
     let picked = numel(&inputs.shape(index)?) * width;
-    let bytes = tensor_bytes(inputs, index)? + 2.0 * picked * elem(inputs, 0)?;
+    let bytes = tensor_bytes(inputs, index)? + 2.0 * picked * elem_bpe(inputs, 0)?;
     Ok(Figures {
         flops: 0.0,
         bytes: Some(bytes),
@@ -383,7 +367,7 @@ fn embedding(inputs: &Inputs) -> Model<Figures> {
 
 #[cfg(test)]
 mod tests {
-    use crate::tools::ops::{reports, Rules};
+    use crate::tools::ops::{report_of_text, Rules};
 
     /// Figures worked by hand (see each rule above); a gelu of no known dtype and a pooling
     /// of absurd arguments have none (and, without GPU work, no row).
@@ -406,13 +390,7 @@ mod tests {
 
     #[test]
     fn memory_bound_operators_have_their_stated_figures_under_the_exact_rules_only() {
-        let scratch = crate::testing::scratch("ops-memory");
-        let path = scratch.join("t.json");
-        std::fs::write(&path, TRACE).unwrap();
-        let rows = |rules| {
-            let found = reports(std::slice::from_ref(&path), rules, None, 1, &mut |_| Ok(()));
-            found.unwrap().remove(0).report.rows
-        };
+        let rows = |rules| report_of_text("ops-memory", TRACE, rules).rows;
         let got: Vec<(String, &str, Option<f64>, Option<f64>)> = rows(Rules::Exact)
             .into_iter()
             .map(|r| {

@@ -323,21 +323,18 @@ fn exact_figures(name: &str, inputs: &Inputs) -> Option<Model<Figures>> {
 
 /// What the exact rules read of each of a trace's names, worked out once per name (a trace
 /// has millions of operators and a few hundred names): the table it is modelled under, and
-/// whether it names a collective's GPU activity.
+/// (once a row is made: `diff`'s FLOPs make none) whether it names a collective's GPU
+/// activity.
 struct Names {
     tables: Vec<Option<Table>>,
-    collective: Vec<bool>,
+    collective: std::cell::OnceCell<Vec<bool>>,
 }
 
 impl Names {
     fn of(a: &Attribution) -> Names {
         Names {
             tables: a.names.iter().map(|n| exact_table(n)).collect(),
-            collective: a
-                .names
-                .iter()
-                .map(|n| coverage::names_a_collective(n))
-                .collect(),
+            collective: std::cell::OnceCell::new(),
         }
     }
 
@@ -368,11 +365,15 @@ impl Names {
         figures: Option<Figures>,
         gpu: &[u32],
     ) -> InstanceRow {
+        let collective = self.collective.get_or_init(|| {
+            let names = a.names.iter();
+            names.map(|n| coverage::names_a_collective(n)).collect()
+        });
         let mut r = row(a, op, table, false, figures, gpu);
         r.collective = coverage::is_collective_operator(a.name(op))
             || gpu
                 .iter()
-                .any(|&g| self.collective[a.gpu[g as usize].name as usize]);
+                .any(|&g| collective[a.gpu[g as usize].name as usize]);
         r
     }
 }
@@ -534,6 +535,17 @@ pub(crate) fn reports(
         .collect();
     out.sort_by_key(|r| r.rank);
     Ok(out)
+}
+
+/// The [`Report`] of a trace whose text is `text` (written in a scratch folder named
+/// `scratch`) under `rules`: what the rules' unit tests read.
+#[cfg(test)]
+pub(crate) fn report_of_text(scratch: &str, text: &str, rules: Rules) -> Report {
+    let dir = crate::testing::scratch(scratch);
+    let path = dir.join("t.json");
+    std::fs::write(&path, text).unwrap();
+    let found = reports(std::slice::from_ref(&path), rules, None, 1, &mut |_| Ok(()));
+    found.unwrap().remove(0).report
 }
 
 #[cfg(test)]
